@@ -1,0 +1,147 @@
+"""@register_model("longformer"): RoBERTa whose encoder layers use Longformer self-attention.
+
+Configuration enters once: ``add_args`` extends RoBERTa's flags, the architecture functions
+hold the defaults, and ``build_model`` turns ``args`` into one frozen ``LongformerLayerConfig``
+per layer; nothing at or below the layer reads ``args`` for the attention pattern.
+"""
+import logging
+from typing import Tuple
+
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.roberta import RobertaEncoder, RobertaModel
+from fairseq.models.roberta.model import base_architecture as roberta_base_architecture
+from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.utils import safe_getattr, safe_hasattr
+
+from ..attention import IMPLEMENTATIONS, AttentionPattern, parse_dilation, parse_per_layer
+from ..modules.encoder import LongformerEncoder
+from ..modules.self_attention import LongformerLayerConfig, LongformerSelfAttention
+
+logger = logging.getLogger(__name__)
+
+GLOBAL_PROJECTIONS = (("q_proj", "q_global_proj"), ("k_proj", "k_global_proj"), ("v_proj", "v_global_proj"))
+
+
+def layer_configs_from_args(args) -> Tuple[LongformerLayerConfig, ...]:
+    """One frozen config per layer from the --attention-* flags."""
+    layers, heads = args.encoder_layers, args.encoder_attention_heads
+    windows = parse_per_layer(args.attention_window, layers, "attention-window")
+    dilations = parse_dilation(args.attention_dilation, layers, heads)
+    return tuple(
+        LongformerLayerConfig(
+            pattern=AttentionPattern(window=w, dilation=d, causal=bool(args.attention_causal)),
+            impl=args.attention_impl,
+        )
+        for w, d in zip(windows, dilations)
+    )
+
+
+class LongformerRobertaEncoder(RobertaEncoder):
+    """RoBERTa's encoder (embeddings + LM head) around a LongformerEncoder; threads the
+    global-attention mask from ``model(src_tokens, global_attention_mask=...)`` down."""
+
+    def build_encoder(self, args, dictionary, embed_tokens):
+        encoder = LongformerEncoder(args, dictionary, embed_tokens, layer_configs_from_args(args))
+        encoder.apply(init_bert_params)
+        return encoder
+
+    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, masked_tokens=None,
+                global_attention_mask=None, **unused):
+        x, extra = self.extract_features(src_tokens, return_all_hiddens, global_attention_mask=global_attention_mask)
+        if not features_only:
+            x = self.output_layer(x, masked_tokens=masked_tokens)
+        return x, extra
+
+    def extract_features(self, src_tokens, return_all_hiddens=False, global_attention_mask=None, **kwargs):
+        encoder_out = self.sentence_encoder(
+            src_tokens,
+            return_all_hiddens=return_all_hiddens,
+            token_embeddings=kwargs.get("token_embeddings", None),
+            global_attention_mask=global_attention_mask,
+        )
+        features = encoder_out["encoder_out"][0].transpose(0, 1)  # (N, B, C) -> (B, N, C)
+        return features, {"inner_states": encoder_out["encoder_states"] if return_all_hiddens else None}
+
+
+@register_model("longformer")
+class LongformerModel(RobertaModel):
+    """Longformer (Beltagy et al., 2020): RoBERTa with sliding-window + global attention."""
+
+    @staticmethod
+    def add_args(parser):
+        RobertaModel.add_args(parser)
+        parser.add_argument("--attention-window", type=str, metavar="W",
+                            help="one-sided attention window w (each token sees w tokens on each "
+                                 "side): one value, or one per layer separated by commas")
+        parser.add_argument("--attention-dilation", type=str, metavar="D",
+                            help="dilation: one value, one per layer ('1,1,2,2'), or per layer "
+                                 "and head ('1:2:1:2,...')")
+        parser.add_argument("--attention-causal", action="store_true",
+                            help="left-to-right sliding window (token i sees i-w .. i)")
+        parser.add_argument("--attention-impl", choices=IMPLEMENTATIONS,
+                            help="attention implementation: auto = Triton on CUDA, PyTorch on CPU")
+
+    @classmethod
+    def build_model(cls, args, task):
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, False)
+        base_architecture(args)
+        if not safe_hasattr(args, "max_positions"):
+            args.max_positions = safe_getattr(args, "tokens_per_sample", task.max_positions())
+        if safe_getattr(args, "attention_dropout", 0.0) > 0:
+            raise ValueError(
+                f"--attention-dropout {args.attention_dropout}: dropout on attention probabilities is "
+                "not implemented by the Longformer attention kernels; use --attention-dropout 0 "
+                "(--dropout still regularises the hidden states)"
+            )
+        encoder = LongformerRobertaEncoder(args, task.source_dictionary)
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, True)
+        return cls(args, encoder)
+
+    def __init__(self, args, encoder):
+        super().__init__(args, encoder)  # applies BERT's random init to every Linear
+        for module in self.modules():
+            if isinstance(module, LongformerSelfAttention):
+                module.copy_local_to_global()
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """A RoBERTa state dict has no global projections: start them as copies of Q, K, V."""
+        super().upgrade_state_dict_named(state_dict, name)
+        prefix = name + "." if name else ""
+        for key in list(state_dict):
+            if not key.startswith(prefix + "encoder.sentence_encoder.layers."):
+                continue
+            for local, glob in GLOBAL_PROJECTIONS:
+                if f".self_attn.{local}." in key:
+                    global_key = key.replace(f".self_attn.{local}.", f".self_attn.{glob}.")
+                    if global_key not in state_dict:
+                        state_dict[global_key] = state_dict[key].clone()
+
+
+@register_model_architecture("longformer", "longformer")
+def base_architecture(args):
+    args.attention_window = safe_getattr(args, "attention_window", "256")
+    args.attention_dilation = safe_getattr(args, "attention_dilation", "1")
+    args.attention_causal = safe_getattr(args, "attention_causal", False)
+    args.attention_impl = safe_getattr(args, "attention_impl", "auto")
+    args.max_positions = safe_getattr(args, "max_positions", 4096)
+    # Dropout on attention probabilities is not part of the banded kernels (see build_model).
+    args.attention_dropout = safe_getattr(args, "attention_dropout", 0.0)
+    roberta_base_architecture(args)
+
+
+@register_model_architecture("longformer", "longformer_base")
+def longformer_base_architecture(args):
+    base_architecture(args)
+
+
+@register_model_architecture("longformer", "longformer_large")
+def longformer_large_architecture(args):
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 24)
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 1024)
+    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 4096)
+    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 16)
+    base_architecture(args)

@@ -1,0 +1,97 @@
+"""fairseq's Transformer encoder with Longformer self-attention, through fairseq's builders.
+
+``LongformerEncoderLayer`` overrides ``build_self_attention``; ``LongformerEncoder`` overrides
+``build_encoder_layer`` and its forward, which carries the typed ``AttentionMasks`` (padding and
+global tokens) down to every layer. fairseq's layer hands its ``encoder_padding_mask`` argument
+to ``self_attn(key_padding_mask=...)`` untouched, so the masks object travels that way.
+
+Shapes: src_tokens (B, N); hidden states (N, B, C) as in fairseq.
+"""
+from typing import Optional, Sequence
+
+import torch
+from fairseq.distributed import fsdp_wrap
+from fairseq.models.transformer import TransformerEncoder
+from fairseq.modules import TransformerEncoderLayer
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from torch import Tensor
+
+from ..attention import AttentionMasks
+from .self_attention import LongformerLayerConfig, LongformerSelfAttention
+
+
+class LongformerEncoderLayer(TransformerEncoderLayer):
+    """A fairseq encoder layer whose self-attention is LongformerSelfAttention."""
+
+    def __init__(self, args, layer_config: LongformerLayerConfig):
+        # fairseq's __init__ calls build_self_attention, which needs the config: set it first.
+        self.layer_config = layer_config
+        super().__init__(args)
+
+    def build_self_attention(self, embed_dim, args):
+        return LongformerSelfAttention(embed_dim, args.encoder_attention_heads, self.layer_config)
+
+
+class LongformerEncoder(TransformerEncoder):
+    """TransformerEncoder whose layer i uses ``layer_configs[i]`` (window may differ per layer)."""
+
+    def __init__(self, args, dictionary, embed_tokens, layer_configs: Sequence[LongformerLayerConfig]):
+        if len(layer_configs) != args.encoder_layers:
+            raise ValueError(f"{len(layer_configs)} layer configs for {args.encoder_layers} layers")
+        # fairseq builds the layers inside __init__ one call at a time, without an index:
+        # hand them their configs in order.
+        self._pending_layer_configs = iter(layer_configs)
+        super().__init__(args, dictionary, embed_tokens)
+        del self._pending_layer_configs
+
+    def build_encoder_layer(self, args):
+        layer = LongformerEncoderLayer(args, next(self._pending_layer_configs))
+        # the same wrapping fairseq's own build_encoder_layer does
+        checkpoint = getattr(args, "checkpoint_activations", False)
+        if checkpoint:
+            layer = checkpoint_wrapper(layer, offload_to_cpu=getattr(args, "offload_activations", False))
+        min_params_to_wrap = 0 if checkpoint else getattr(args, "min_params_to_wrap", 100_000_000)
+        return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+        global_attention_mask: Optional[Tensor] = None,
+    ):
+        """src_tokens: (B, N); global_attention_mask: (B, N), nonzero = global. Returns fairseq's dict."""
+        length = src_tokens.size(1)
+        if self.embed_positions is not None and length > self.max_source_positions:
+            raise ValueError(
+                f"input of {length} tokens is longer than the model's {self.max_source_positions} "
+                "positions: lower --tokens-per-sample, or extend the positions (--max-positions when "
+                "training from scratch, longformer-convert-roberta --max-positions for a checkpoint)"
+            )
+        padding = src_tokens.eq(self.padding_idx)
+        masks = AttentionMasks(
+            padding=padding if bool(padding.any()) else None,
+            is_global=None if global_attention_mask is None else global_attention_mask.bool(),
+        )
+        x, encoder_embedding = self.forward_embedding(src_tokens, token_embeddings)
+        if masks.padding is not None:
+            x = x.masked_fill(padding.unsqueeze(-1), 0.0)
+        x = x.transpose(0, 1)  # (B, N, C) -> (N, B, C)
+
+        encoder_states = [x] if return_all_hiddens else []
+        for layer in self.layers:
+            x = layer(x, encoder_padding_mask=masks)
+            if return_all_hiddens:
+                encoder_states.append(x)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return {
+            "encoder_out": [x],  # (N, B, C)
+            "encoder_padding_mask": [padding],  # (B, N)
+            "encoder_embedding": [encoder_embedding],  # (B, N, C)
+            "encoder_states": encoder_states,  # list of (N, B, C)
+            "fc_results": [],
+            "src_tokens": [],
+            "src_lengths": [(~padding).sum(dim=1, dtype=torch.int32).reshape(-1, 1)],
+        }
