@@ -15,7 +15,7 @@ How it works:
     (the band is computed in the reshaped space, global keys in the original one).
   * Global queries. The G global rows attend every non-padding key with the global projections:
     (B, H, G, N) scores, linear in N.
-Everything runs in fp32 and is cast back to the input dtype at the end.
+Everything runs in fp32 (fp64 for fp64 inputs) and is cast back to the input dtype at the end.
 """
 from typing import Optional, Tuple
 
@@ -138,7 +138,9 @@ def sliding_chunks_attention(
     batch, heads, length, head_dim = q.shape
     scale = default_scale(head_dim) if scale is None else scale
     out_dtype = q.dtype
-    q, k, v = q.float(), k.float(), v.float()
+    # fp16/bf16 are computed in fp32 (the softmax must not overflow); fp64 stays fp64.
+    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    q, k, v = q.to(compute), k.to(compute), v.to(compute)
 
     # Global keys leave the band (they are attended through the global-key part, once).
     key_valid = torch.ones(batch, length, dtype=torch.bool, device=q.device)
@@ -149,23 +151,28 @@ def sliding_chunks_attention(
     need_lse = is_global is not None
 
     dilations = pattern.dilation_per_head(heads)
-    outs, lses = [None] * heads, [None] * heads
-    for dilation in sorted(set(dilations)):
-        group = [h for h in range(heads) if dilations[h] == dilation]
+    groups = [[h for h in range(heads) if dilations[h] == d] for d in sorted(set(dilations))]
+    outs, lses = [], []
+    for group in groups:
+        # one group (a single dilation for every head, the usual case) runs on the tensors as
+        # they are: indexing heads out and back would cost copies forward and backward
         select = (lambda t: t) if len(group) == heads else (lambda t: t[:, group])
         out, lse = _dilated_banded_attention(
-            select(q), select(k), select(v), key_valid.unsqueeze(1), pattern.window, dilation,
-            pattern.causal, scale, need_lse,
+            select(q), select(k), select(v), key_valid.unsqueeze(1), pattern.window,
+            dilations[group[0]], pattern.causal, scale, need_lse,
         )
-        for position, h in enumerate(group):
-            outs[h] = out[:, position]
-            lses[h] = None if lse is None else lse[:, position]
-    out = outs[0].unsqueeze(1) if heads == 1 else torch.stack(outs, dim=1)
+        outs.append(out)
+        lses.append(lse)
+    if len(groups) == 1:
+        out, lse_band = outs[0], lses[0]
+    else:  # concatenate the groups, then put the heads back in their order
+        order = torch.argsort(torch.tensor([h for group in groups for h in group], device=q.device))
+        out = torch.cat(outs, dim=1).index_select(1, order)
+        lse_band = torch.cat(lses, dim=1).index_select(1, order) if need_lse else None
 
     if is_global is not None:
         index, slot_valid = _global_indices(is_global)
         # every query attends the global keys with the local projections; merge by log-sum-exp
-        lse_band = torch.stack(lses, dim=1)
         k_glob, v_glob = _gather_rows(k, index), _gather_rows(v, index)
         scores = torch.matmul(q * scale, k_glob.transpose(-1, -2))
         scores = scores.masked_fill(~slot_valid[:, None, None, :], MASKED_SCORE)
@@ -175,11 +182,11 @@ def sliding_chunks_attention(
                + torch.matmul(torch.exp(scores - lse.unsqueeze(-1)), v_glob))
 
         # global queries attend every non-padding key with the global projections
-        q_rows = _gather_rows(q_g.float(), index) * scale
-        scores = torch.matmul(q_rows, k_g.float().transpose(-1, -2))  # (B, H, G, N)
+        q_rows = _gather_rows(q_g.to(compute), index) * scale
+        scores = torch.matmul(q_rows, k_g.to(compute).transpose(-1, -2))  # (B, H, G, N)
         if padding is not None:
             scores = scores.masked_fill(padding[:, None, None, :], MASKED_SCORE)
-        global_out = torch.matmul(torch.softmax(scores, dim=-1), v_g.float())
+        global_out = torch.matmul(torch.softmax(scores, dim=-1), v_g.to(compute))
         scattered = torch.zeros_like(out).scatter(
             2, index[:, None, :, None].expand(-1, heads, -1, head_dim), global_out)
         out = torch.where(is_global[:, None, :, None], scattered, out)

@@ -1,0 +1,142 @@
+"""The vectorized PyTorch path against the exact float64 reference: outputs and the gradients
+of all six inputs, over a grid of awkward sizes and every feature of the pattern."""
+import pytest
+import torch
+
+from fairseq_longformer.attention import (
+    AttentionMasks, AttentionPattern, longformer_attention, reference_attention,
+    sliding_chunks_attention,
+)
+
+# (N, w, dilation per head, causal, global tokens per row, padded positions in row 0)
+GRID = [
+    (1, 1, (1,), False, 0, 0),
+    (1, 4, (1, 2, 3), True, 1, 0),
+    (97, 1, (1,), False, 0, 0),
+    (97, 4, (1, 2, 3), False, 3, 5),
+    (97, 4, (1, 2, 3), True, 3, 5),
+    (97, 0, (1,), False, 2, 7),
+    (33, 40, (1,), False, 1, 3),  # w >= N
+    (50, 1, (2,), True, 0, 10),
+    (64, 3, (1, 3, 2), False, 9, 0),  # many global tokens
+    (1025, 16, (1,), False, 4, 100),
+    (1025, 8, (1, 2, 3), True, 1, 0),
+]
+
+
+def make_inputs(batch, heads, length, head_dim, n_global, n_pad, dtype=torch.float64, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    tensors = [torch.randn(batch, heads, length, head_dim, generator=gen, dtype=dtype).requires_grad_()
+               for _ in range(6)]
+    padding = torch.zeros(batch, length, dtype=torch.bool)
+    if n_pad:
+        padding[0, length - min(n_pad, length - 1):] = True
+    is_global = torch.zeros(batch, length, dtype=torch.bool)
+    for row in range(batch):
+        count = max(0, n_global - row)  # a different count in every row
+        is_global[row, torch.randperm(length, generator=gen)[:count]] = True
+    if n_pad and n_global:
+        is_global[0, -1] = True  # a global flag on a padding position: must be ignored
+    return tensors, AttentionMasks(padding=padding, is_global=is_global)
+
+
+def outputs_and_grads(fn, tensors, pattern, masks):
+    out = fn(*tensors, pattern, masks)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=out.dtype)
+    grads = torch.autograd.grad((out * grad_out).sum(), tensors, allow_unused=True)
+    grads = [torch.zeros_like(t) if g is None else g for g, t in zip(grads, tensors)]
+    return out, grads
+
+
+@pytest.mark.parametrize("length,window,dilation,causal,n_global,n_pad", GRID)
+def test_torch_path_matches_reference(length, window, dilation, causal, n_global, n_pad):
+    heads = len(dilation) if len(dilation) > 1 else 2
+    tensors, masks = make_inputs(2, heads, length, 8, n_global, n_pad)
+    pattern = AttentionPattern(window=window, dilation=dilation, causal=causal)
+    ref_out, ref_grads = outputs_and_grads(reference_attention, tensors, pattern, masks)
+    out, grads = outputs_and_grads(sliding_chunks_attention, tensors, pattern, masks)
+    assert torch.isfinite(out).all()
+    # float64 in, float64 out on both sides: the only differences are summation order
+    torch.testing.assert_close(out, ref_out, atol=1e-10, rtol=1e-10)
+    for name, grad, ref in zip(("q", "k", "v", "q_g", "k_g", "v_g"), grads, ref_grads):
+        torch.testing.assert_close(grad, ref, atol=1e-10, rtol=1e-10, msg=lambda m: f"grad {name}: {m}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_torch_path_low_precision_within_twice_torch_error(dtype):
+    """err(ours at dtype) <= 2 * err(plain PyTorch at dtype), both against the fp64 reference."""
+    tensors, masks = make_inputs(2, 3, 97, 16, 3, 5)
+    pattern = AttentionPattern(window=6, dilation=(1, 2, 1))
+    exact = reference_attention(*tensors, pattern, masks)
+    low = [t.detach().to(dtype) for t in tensors]
+    ours = sliding_chunks_attention(*low, pattern, masks)
+    assert ours.dtype == dtype
+    # "plain PyTorch at that precision": the reference's own math done in `dtype` by casting
+    # its float64 result, i.e. the unavoidable rounding of the output, plus a dense SDPA in dtype
+    baseline = (exact.to(dtype).double() - exact).abs().max().item()
+    err = (ours.double() - exact).abs().max().item()
+    assert err <= 2 * baseline + (1e-6 if dtype == torch.float32 else 2e-3), (err, baseline)
+
+
+def test_fp16_scores_beyond_fp16_range_stay_finite():
+    """|q.k| > 65,504 overflows fp16; the softmax must still be right (computed in fp32)."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 40, 16, generator=gen) * 300
+    k = torch.randn(1, 2, 40, 16, generator=gen) * 300
+    v = torch.randn(1, 2, 40, 16, generator=gen)
+    assert (q @ k.transpose(-1, -2)).abs().max() > 65504
+    pattern = AttentionPattern(window=5)
+    masks = AttentionMasks(is_global=torch.zeros(1, 40, dtype=torch.bool).index_fill_(1, torch.tensor([3]), True))
+    exact = reference_attention(q, k, v, q, k, v, pattern, masks, scale=1.0)
+    half = sliding_chunks_attention(*(t.half() for t in (q, k, v, q, k, v)), pattern, masks, scale=1.0)
+    assert torch.isfinite(half).all()
+    torch.testing.assert_close(half.float(), exact.float(), atol=5e-3, rtol=5e-3)
+
+
+def test_padding_rows_are_zero_and_empty_rows_not_nan():
+    tensors, masks = make_inputs(2, 2, 20, 4, 2, 6)
+    pattern = AttentionPattern(window=2)
+    out = sliding_chunks_attention(*tensors, pattern, masks)
+    assert (out[0, :, masks.padding[0]] == 0).all()
+    assert torch.isfinite(out).all()
+
+
+def test_global_projections_optional_without_global_tokens():
+    tensors, _ = make_inputs(1, 2, 30, 4, 0, 0)
+    q, k, v = tensors[:3]
+    pattern = AttentionPattern(window=3)
+    out = longformer_attention(q, k, v, None, None, None, pattern, impl="torch")
+    torch.testing.assert_close(out, reference_attention(q, k, v, None, None, None, pattern))
+    with pytest.raises(ValueError, match="global"):
+        longformer_attention(q, k, v, None, None, None, pattern,
+                             AttentionMasks(is_global=torch.ones(1, 30, dtype=torch.bool)), impl="torch")
+
+
+def test_auto_is_torch_on_cpu_and_names_are_checked():
+    tensors, masks = make_inputs(1, 2, 30, 4, 1, 0)
+    pattern = AttentionPattern(window=3)
+    torch.testing.assert_close(longformer_attention(*tensors, pattern, masks),
+                               sliding_chunks_attention(*tensors, pattern, masks))
+    with pytest.raises(ValueError, match="implementation"):
+        longformer_attention(*tensors, pattern, masks, impl="cuda-magic")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(window=-1), "window"),
+    (dict(window=2, dilation=(0,)), "dilation"),
+])
+def test_bad_pattern_is_a_clear_error(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        AttentionPattern(**kwargs)
+
+
+def test_bad_shapes_are_clear_errors():
+    tensors, masks = make_inputs(1, 3, 30, 4, 0, 0)
+    with pytest.raises(ValueError, match="one per head"):
+        sliding_chunks_attention(*tensors, AttentionPattern(window=2, dilation=(1, 2)), masks)
+    with pytest.raises(ValueError, match="shape"):
+        sliding_chunks_attention(*tensors, AttentionPattern(window=2),
+                                 AttentionMasks(padding=torch.zeros(1, 29, dtype=torch.bool)))
+    with pytest.raises(ValueError, match="k must match q"):
+        q, k, *rest = tensors
+        sliding_chunks_attention(q, k[..., :2], *rest, AttentionPattern(window=2), masks)
