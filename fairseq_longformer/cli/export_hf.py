@@ -1,0 +1,51 @@
+"""``longformer-export-hf CHECKPOINT OUTDIR``: a fairseq Longformer checkpoint -> a Hugging Face
+folder (config.json, model.safetensors, fairseq_dict.txt, tokenizer files when a tokenizer is
+given) that ``transformers.LongformerForMaskedLM.from_pretrained(OUTDIR)`` loads offline.
+
+The window is converted to HF's two-sided convention (2w per layer). Settings HF cannot represent
+(dilation, causal attention, ...) stop the export with an error naming them; nothing is written
+(the folder is assembled next to OUTDIR and renamed into place only when complete).
+See fairseq_longformer/conversion/hf.py.
+"""
+import argparse
+import logging
+import sys
+from typing import List, Optional
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="longformer-export-hf",
+        description="Export a fairseq Longformer checkpoint to a Hugging Face LongformerForMaskedLM folder.",
+    )
+    parser.add_argument("checkpoint", help="fairseq checkpoint (.pt), or a folder holding model.pt")
+    parser.add_argument("outdir", help="output folder (must not exist or be empty, unless --overwrite)")
+    parser.add_argument("--dict", dest="dict_path", metavar="DICT_TXT",
+                        help="the dict.txt the model was trained with (default: next to the checkpoint, "
+                             "else in the checkpoint's data folder)")
+    tok = parser.add_argument_group("tokenizer (optional; the one the fairseq data was made with)")
+    tok.add_argument("--gpt2-encoder-json", metavar="FILE", help="GPT-2 BPE encoder.json (RoBERTa's BPE)")
+    tok.add_argument("--gpt2-vocab-bpe", metavar="FILE", help="GPT-2 BPE vocab.bpe (merges)")
+    tok.add_argument("--sentencepiece-model", metavar="FILE", help="sentencepiece unigram .model")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUTDIR")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from ..conversion.hf import TokenizerFiles, export_checkpoint
+
+    tokenizer = TokenizerFiles(args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model)
+    try:
+        result = export_checkpoint(args.checkpoint, args.outdir, args.dict_path, tokenizer, args.overwrite)
+    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
+        print(f"longformer-export-hf: error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {result.out_dir} (attention_window {result.config['attention_window']}, "
+          f"tokenizer: {result.tokenizer or 'none'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
