@@ -1,0 +1,16 @@
+"""``longformer-preprocess`` console script (see ``longformer-preprocess --help``)."""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from .pipeline import preprocess
+
+    preprocess(sys.argv[1:] if argv is None else argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

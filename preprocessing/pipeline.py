@@ -1,0 +1,627 @@
+"""The preprocessing run: read -> select -> tokenize -> split -> fairseq binaries.
+
+Passes over the input (each streaming, the corpus is never held in memory):
+0. only with --train-sentencepiece: a seeded sample of text chunks (the k smallest hashes) is
+   collected and a sentencepiece model trained on it;
+1. documents are read, selected, tokenized (``--workers`` processes, order preserved, a bounded
+   number of chunks in flight) and appended to a scratch store;
+2. the store is copied into train/valid/test with fairseq's mmap builder.
+Everything is written in ``<destdir>/.tmp-longformer-preprocess-<pid>/`` and moved to its final
+name with ``os.replace`` at the end, the completion manifest last.
+"""
+from __future__ import annotations
+
+import collections
+import fcntl
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import threading
+import time
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from . import document as D
+from .binarize import DocStore, SplitWriter
+from .document import ReaderConfig
+from .options import SOURCES, parse_args
+from .reader_books import read_books
+from .reader_jsonl import read_jsonl
+from .reader_realnews import read_realnews
+from .reader_stories import read_stories
+from .reader_text import read_text
+from .reader_wikipedia import read_wikipedia
+from .sampling import SplitPlanner, below_fraction, content_digest, sample_by_hash, unit_hash
+from .segment import document_lines, encode_document
+from .stats import BadInputReport, dump_json, render_markdown
+from .textio import list_input_files
+from .tokenizer import EOS, TokenizerSpec, train_sentencepiece, write_dict
+
+FORMAT_VERSION = 1
+MANIFEST = "preprocess.done.json"
+TMP_PREFIX = ".tmp-longformer-preprocess-"
+LOCK_NAME = ".longformer-preprocess.lock"
+SPM_NAME = "spm.model"
+SPM_CHUNK_CHARS = 2000
+CHUNK_CHARS = 1 << 18  # text per task sent to a worker
+CHUNK_DOCS = 256
+INFLIGHT_PER_WORKER = 3
+
+READERS = {
+    "books": read_books,
+    "wikipedia": read_wikipedia,
+    "realnews": read_realnews,
+    "stories": read_stories,
+    "jsonl": read_jsonl,
+    "text": read_text,
+}
+
+
+def log(msg: str) -> None:
+    from tqdm import tqdm
+
+    tqdm.write(f"longformer-preprocess: {msg}", file=sys.stderr)
+
+
+def _progress(args, **kw):
+    from tqdm import tqdm
+
+    return tqdm(file=sys.stderr, disable=args.no_progress, mininterval=1.0, dynamic_ncols=True, **kw)
+
+
+# ---------------------------------------------------------------- worker processes
+
+_WORKER_TOKENIZER = None
+_WORKER_MAX_LINE = 0
+
+
+def _init_worker(spec: TokenizerSpec, max_line_tokens: int, watch_parent: bool = False) -> None:
+    global _WORKER_TOKENIZER, _WORKER_MAX_LINE
+    _WORKER_TOKENIZER = spec.build()
+    _WORKER_MAX_LINE = max_line_tokens
+    if watch_parent:
+        # A pool worker blocks forever on its task queue if the main process is killed
+        # (SIGKILL, OOM killer): exit when the parent is gone, so a restart starts clean.
+        parent = os.getppid()
+
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+
+
+def _encode_chunk(texts: List[str]):
+    """Encoded documents and the CPU seconds this process spent on them."""
+    t0 = time.process_time()
+    results = [encode_document(_WORKER_TOKENIZER, t, _WORKER_MAX_LINE) for t in texts]
+    return results, time.process_time() - t0
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _chunk_text(s: str, limit: int) -> Iterator[str]:
+    """Pieces of at most ``limit`` characters, cut at spaces where possible."""
+    while len(s) > limit:
+        cut = s.rfind(" ", 0, limit + 1)
+        if cut <= limit // 2:
+            cut = limit
+        yield s[:cut]
+        s = s[cut:].lstrip()
+    if s:
+        yield s
+
+
+class _DestLock:
+    """Exclusive lock on destdir: two runs must not write into the same folder."""
+
+    def __init__(self, destdir: str):
+        self.path = os.path.join(destdir, LOCK_NAME)
+        self.fd = None
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self.fd)
+            raise SystemExit(f"longformer-preprocess: another run is writing to {os.path.dirname(self.path)} (lock {self.path})")
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+# ---------------------------------------------------------------- the run
+
+
+class Preprocessor:
+    def __init__(self, args):
+        self.args = args
+        self.destdir = args.destdir
+        self.cfg = ReaderConfig(max_doc_chars=args.max_doc_chars, jsonl_text_field=args.jsonl_text_field)
+        self.report = BadInputReport()
+        self.selection = collections.OrderedDict(
+            realnews_not_sampled=0,
+            realnews_below_min_tokens=0,
+            stories_not_sampled=0,
+        )
+        self.source_stats: Dict[str, Dict[str, int]] = collections.OrderedDict()
+        self.unk_tokens = 0
+        self.docs_read = 0
+
+    # ------------------------------------------------------------ inputs and signature
+
+    def collect_inputs(self) -> List[Tuple[str, str, str]]:
+        """(source, path, display name) of every input file, in a fixed order."""
+        inputs = []
+        skipped: List[str] = []
+        for source in SOURCES:
+            for root in getattr(self.args, source):
+                files = list_input_files(root, skipped)
+                if not files:
+                    inputs.append((source, root, root + " (folder without files)"))
+                for path, rel in files:
+                    name = rel if os.path.isdir(root) else path
+                    inputs.append((source, path, name))
+        if skipped:
+            shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+            log(f"not reading {len(skipped)} documentation file(s) found in input folders: {shown}")
+        return inputs
+
+    def signature(self, inputs) -> dict:
+        a = self.args
+        h = hashlib.sha256()
+        for source, path, _ in inputs:
+            try:
+                st = os.stat(path)
+                h.update(f"{source}\t{os.path.abspath(path)}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
+            except OSError:
+                h.update(f"{source}\t{os.path.abspath(path)}\tmissing\n".encode())
+        tokenizer_files = {}
+        for flag in ("gpt2_encoder_json", "gpt2_vocab_bpe", "sentencepiece_model", "srcdict"):
+            path = getattr(a, flag)
+            if path is not None:
+                tokenizer_files[flag] = _file_sha256(path)
+        return {
+            "format_version": FORMAT_VERSION,
+            "inputs": {s: [os.path.abspath(p) for p in getattr(a, s)] for s in SOURCES if getattr(a, s)},
+            "inputs_sha256": h.hexdigest(),
+            "tokenizer_files_sha256": tokenizer_files,
+            "options": {
+                "train_sentencepiece": a.train_sentencepiece,
+                "spm_model_type": a.spm_model_type,
+                "spm_sample_chars": a.spm_sample_chars,
+                "spm_character_coverage": a.spm_character_coverage,
+                "jsonl_text_field": a.jsonl_text_field,
+                "realnews_min_tokens": a.realnews_min_tokens,
+                "realnews_fraction": str(a.realnews_fraction),
+                "stories_fraction": str(a.stories_fraction),
+                "valid_docs": a.valid_docs.describe(),
+                "test_docs": a.test_docs.describe(),
+                "max_line_tokens": a.max_line_tokens,
+                "max_doc_chars": a.max_doc_chars,
+                "invalid_utf8": a.invalid_utf8,
+                "seed": a.seed,
+            },
+        }
+
+    def finished_run(self, signature: dict) -> Optional[dict]:
+        path = os.path.join(self.destdir, MANIFEST)
+        try:
+            with open(path, encoding="utf-8") as f:
+                manifest = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if manifest.get("signature") != signature:
+            return None
+        for name, size in manifest.get("outputs", {}).items():
+            p = os.path.join(self.destdir, name)
+            if not os.path.isfile(p) or os.path.getsize(p) != size:
+                return None
+        return manifest
+
+    # ------------------------------------------------------------ reading and selection
+
+    def _bad(self, kind: str, where: str, detail: str = "") -> None:
+        if self.report.add(kind, where, detail) and self.log_bad:
+            log(f"bad input ({kind.replace('_', ' ')}): {where}" + (f": {detail}" if detail else ""))
+        elif self.report.counts[kind] == BadInputReport.MAX_EXAMPLES + 1 and self.log_bad:
+            log(f"more {kind.replace('_', ' ')}s: counted, not listed (see the summary)")
+
+    def candidates(self, inputs, count: bool) -> Iterator[Tuple[int, str, str, bytes]]:
+        """(source index, document name, text, content digest) of documents that pass the
+        checks and the hash-only selection (the Realnews length test needs the tokens and is
+        done later). ``count``: record bad input and selection counts (pass 1 only)."""
+        a = self.args
+        self.log_bad = count
+        for source, path, name in inputs:
+            s_idx = SOURCES.index(source)
+            if name.endswith("(folder without files)"):
+                if count:
+                    self._bad(D.EMPTY_FILE, name)
+                continue
+            for doc in READERS[source](path, f"{source}:{name}", self.cfg):
+                if doc.problem is not None:
+                    if count:
+                        self._bad(doc.problem, doc.name, doc.detail)
+                    continue
+                if count:
+                    self.docs_read += 1
+                if doc.bad_utf8:
+                    if count:
+                        self._bad(D.INVALID_UTF8, doc.name, "replaced by U+FFFD" if a.invalid_utf8 == "replace" else "skipped")
+                    if a.invalid_utf8 == "skip":
+                        continue
+                digest = content_digest(doc.text)
+                if source == "realnews" and not below_fraction(unit_hash(a.seed, "realnews", digest), a.realnews_fraction):
+                    if count:
+                        self.selection["realnews_not_sampled"] += 1
+                    continue
+                if source == "stories" and not below_fraction(unit_hash(a.seed, "stories", digest), a.stories_fraction):
+                    if count:
+                        self.selection["stories_not_sampled"] += 1
+                    continue
+                yield s_idx, doc.name, doc.text, digest
+
+    # ------------------------------------------------------------ tokenizer
+
+    def prepare_tokenizer(self, tmp: str, inputs) -> TokenizerSpec:
+        a = self.args
+        if a.gpt2_encoder_json is not None:
+            return TokenizerSpec("gpt2", encoder_json=a.gpt2_encoder_json, vocab_bpe=a.gpt2_vocab_bpe, srcdict=a.srcdict)
+        if a.sentencepiece_model is not None:
+            shutil.copyfile(a.sentencepiece_model, os.path.join(tmp, SPM_NAME))
+            return TokenizerSpec("sentencepiece", spm_model=os.path.join(tmp, SPM_NAME), srcdict=a.srcdict)
+        # --train-sentencepiece: a seeded uniform sample of text chunks, bounded in characters.
+        bar = _progress(a, desc="sampling for sentencepiece", unit="doc")
+
+        def chunks():
+            for _, _, text, _ in self.candidates(inputs, count=False):
+                bar.update(1)
+                for line in document_lines(text):
+                    yield from _chunk_text(line, SPM_CHUNK_CHARS)
+
+        sample = sample_by_hash(chunks(), a.spm_sample_chars, a.seed, "spm")
+        bar.close()
+        if not sample:
+            return None  # nothing usable: the caller reports it after pass 1 counted why
+        t0 = time.time()
+        log(f"training sentencepiece ({a.spm_model_type}, vocabulary {a.train_sentencepiece}) on {len(sample):,} sampled chunks")
+        try:
+            model = train_sentencepiece(
+                sample,
+                os.path.join(tmp, SPM_NAME),
+                a.train_sentencepiece,
+                a.seed,
+                model_type=a.spm_model_type,
+                character_coverage=a.spm_character_coverage,
+            )
+        except RuntimeError as e:  # e.g. a vocabulary smaller than the characters + 256 bytes
+            raise SystemExit(f"longformer-preprocess: --train-sentencepiece {a.train_sentencepiece}: sentencepiece failed: {e}")
+        del sample
+        log(f"sentencepiece trained in {time.time() - t0:.1f}s")
+        return TokenizerSpec("sentencepiece", spm_model=model)
+
+    # ------------------------------------------------------------ pass 1
+
+    def _chunks(self, docs) -> Iterator[Tuple[list, List[str]]]:
+        meta, texts, chars = [], [], 0
+        for s_idx, name, text, digest in docs:
+            meta.append((s_idx, name, digest))
+            texts.append(text)
+            chars += len(text)
+            if chars >= CHUNK_CHARS or len(texts) >= CHUNK_DOCS:
+                yield meta, texts
+                meta, texts, chars = [], [], 0
+        if texts:
+            yield meta, texts
+
+    def _encoded(self, chunks, spec: TokenizerSpec):
+        """Yield (meta, result) per document in input order; add up the tokenizer's CPU time."""
+        a = self.args
+        self.tokenizer_cpu_seconds = 0.0
+        if a.workers == 1:
+            _init_worker(spec, a.max_line_tokens)
+            for meta, texts in chunks:
+                results, cpu = _encode_chunk(texts)
+                self.tokenizer_cpu_seconds += cpu
+                yield from zip(meta, results)
+            return
+        pool = multiprocessing.Pool(a.workers, initializer=_init_worker, initargs=(spec, a.max_line_tokens, True))
+        try:
+            pending = collections.deque()
+            limit = INFLIGHT_PER_WORKER * a.workers
+            for meta, texts in chunks:
+                pending.append((meta, pool.apply_async(_encode_chunk, (texts,))))
+                del texts
+                while len(pending) >= limit:
+                    yield from self._collect(pending.popleft())
+            while pending:
+                yield from self._collect(pending.popleft())
+            pool.close()
+            pool.join()
+        finally:
+            pool.terminate()
+
+    def _collect(self, item):
+        meta, async_result = item
+        results, cpu = async_result.get()
+        self.tokenizer_cpu_seconds += cpu
+        return zip(meta, results)
+
+    def tokenize_all(self, inputs, spec: TokenizerSpec, store: DocStore, planner: SplitPlanner) -> float:
+        a = self.args
+        bar = _progress(a, desc="tokenizing", unit="doc")
+        t0 = time.time()
+        tokens_total = 0
+        for (s_idx, name, digest), (flat, sizes, n_tokens, n_unk, n_split) in self._encoded(
+            self._chunks(self.candidates(inputs, count=True)), spec
+        ):
+            bar.update(1)
+            source = SOURCES[s_idx]
+            tokens_total += n_tokens
+            if len(sizes) == 0:
+                self._bad(D.EMPTY_DOCUMENT, name, "no tokens")
+                continue
+            if source == "realnews" and n_tokens <= a.realnews_min_tokens:
+                self.selection["realnews_below_min_tokens"] += 1
+                continue
+            # The document separator: an empty line, i.e. an item holding only </s>.
+            flat = np.concatenate([flat, np.array([EOS], dtype=np.int32)])
+            sizes = np.concatenate([sizes, np.array([1], dtype=np.int32)])
+            u = unit_hash(a.seed, "split", digest)
+            store.add(u, s_idx, flat, sizes, n_tokens)
+            planner.observe(u)
+            st = self.source_stats.setdefault(source, {"documents": 0, "tokens": 0, "lines": 0, "split_lines": 0, "unk_tokens": 0})
+            st["documents"] += 1
+            st["tokens"] += n_tokens
+            st["lines"] += len(sizes) - 1
+            st["split_lines"] += n_split
+            st["unk_tokens"] += n_unk
+            if bar.n % 64 == 0:
+                bar.set_postfix(tokens=f"{tokens_total:,}", refresh=False)
+        bar.close()
+        elapsed = time.time() - t0
+        self.tokens_tokenized = tokens_total
+        return elapsed
+
+    # ------------------------------------------------------------ pass 2
+
+    def write_splits(self, tmp: str, store: DocStore, planner: SplitPlanner, dictionary_size: int):
+        a = self.args
+        planner.finish()
+        writer = SplitWriter(tmp, dictionary_size)
+        counts = np.zeros(dictionary_size, dtype=np.int64)
+        buffered: List[np.ndarray] = []
+        buffered_len = 0
+        bar = _progress(a, desc="writing splits", unit="doc", total=store.num_docs)
+        for d, rec, tokens, sizes in store.iter_documents():
+            split = planner.assign(int(rec["u"]))
+            writer.add_document(split, tokens, sizes, int(rec["tokens"]))
+            if split == "train":  # dict.txt counts, as fairseq-preprocess takes them from train
+                buffered.append(np.asarray(tokens))
+                buffered_len += len(tokens)
+                if buffered_len >= 1 << 20:
+                    counts += np.bincount(np.concatenate(buffered), minlength=dictionary_size)[:dictionary_size]
+                    buffered, buffered_len = [], 0
+            bar.update(1)
+        if buffered:
+            counts += np.bincount(np.concatenate(buffered), minlength=dictionary_size)[:dictionary_size]
+        bar.close()
+        writer.finalize()
+        return writer, counts
+
+    # ------------------------------------------------------------ the whole run
+
+    def run(self) -> dict:
+        a = self.args
+        os.makedirs(self.destdir, exist_ok=True)
+        with _DestLock(self.destdir):
+            inputs = self.collect_inputs()
+            signature = self.signature(inputs)
+            if not a.force and self.finished_run(signature) is not None:
+                log(f"{self.destdir} already holds a finished run with the same arguments and inputs "
+                    f"({MANIFEST}); skipping (use --force to redo)")
+                with open(os.path.join(self.destdir, "stats.json"), encoding="utf-8") as f:
+                    return json.load(f)
+            # From here on the destdir is not "done" until the new manifest is written.
+            manifest_path = os.path.join(self.destdir, MANIFEST)
+            if os.path.exists(manifest_path):
+                os.remove(manifest_path)
+            for name in os.listdir(self.destdir):
+                if name.startswith(TMP_PREFIX):  # left by a killed run (we hold the lock)
+                    log(f"removing {name} left by an interrupted run")
+                    shutil.rmtree(os.path.join(self.destdir, name), ignore_errors=True)
+            tmp = os.path.join(self.destdir, f"{TMP_PREFIX}{os.getpid()}")
+            os.makedirs(tmp)
+            try:
+                return self._run_in(tmp, inputs, signature)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _fail_no_documents(self, n_files: int) -> None:
+        bad = "; ".join(f"{k.replace('_', ' ')}: {v:,}" for k, v in self.report.counts.items() if v)
+        if self.docs_read == 0:
+            raise SystemExit(
+                f"longformer-preprocess: every input was bad: no usable document in {n_files} input file(s)"
+                + (f" ({bad})" if bad else "")
+            )
+        sel = "; ".join(f"{k.replace('_', ' ')}: {v:,}" for k, v in self.selection.items() if v)
+        raise SystemExit(
+            f"longformer-preprocess: no document selected from {self.docs_read:,} read"
+            + (f" (selection: {sel})" if sel else "")
+            + (f" (bad input: {bad})" if bad else "")
+        )
+
+    def _run_in(self, tmp: str, inputs, signature) -> dict:
+        a = self.args
+        self.log_bad = False
+        spec = self.prepare_tokenizer(tmp, inputs)
+        if spec is None:  # --train-sentencepiece found no text at all: count why, then fail
+            for _ in self.candidates(inputs, count=True):
+                pass
+            self._fail_no_documents(len(inputs))
+        tokenizer = spec.build()
+        dictionary_size = tokenizer.dictionary_size
+
+        store = DocStore(tmp)
+        planner = SplitPlanner(a.valid_docs, a.test_docs)
+        elapsed = self.tokenize_all(inputs, spec, store, planner)
+        store.close()
+        if store.num_docs == 0:
+            self._fail_no_documents(len(inputs))
+
+        writer, counts = self.write_splits(tmp, store, planner, dictionary_size)
+        for path in (store.tokens_path, store.sizes_path, store.meta_path):
+            os.remove(path)
+        if writer.docs["train"] == 0:
+            raise SystemExit(
+                f"longformer-preprocess: no document left for train ({store.num_docs} selected; "
+                f"valid {a.valid_docs.describe()}, test {a.test_docs.describe()})"
+            )
+        for split in ("valid", "test"):
+            if writer.docs[split] == 0 and (getattr(a, split + "_docs").count if getattr(a, split + "_docs").is_count else 1):
+                log(f"WARNING: the {split} split is empty ({getattr(a, split + '_docs').describe()} of {store.num_docs} documents)")
+        if a.valid_docs.is_count and writer.docs["valid"] < a.valid_docs.count:
+            log(f"WARNING: valid has {writer.docs['valid']} documents, fewer than the {a.valid_docs.count} asked")
+        if a.test_docs.is_count and writer.docs["test"] < a.test_docs.count:
+            log(f"WARNING: test has {writer.docs['test']} documents, fewer than the {a.test_docs.count} asked")
+
+        outputs = [f"{s}.{ext}" for s in SplitWriter.SPLITS for ext in ("bin", "idx")]
+        dict_path = os.path.join(tmp, "dict.txt")
+        if a.srcdict is not None:
+            shutil.copyfile(a.srcdict, dict_path)
+        else:
+            write_dict(dict_path, tokenizer.symbols, counts)
+        outputs.append("dict.txt")
+        if spec.kind == "sentencepiece":
+            if os.path.abspath(spec.spm_model) != os.path.abspath(os.path.join(tmp, SPM_NAME)):
+                os.replace(spec.spm_model, os.path.join(tmp, SPM_NAME))
+            outputs.append(SPM_NAME)
+
+        stats = self.make_stats(spec, tokenizer, writer, dictionary_size)
+        dump_json(stats, os.path.join(tmp, "stats.json"))
+        with open(os.path.join(tmp, "stats.md"), "w", encoding="utf-8") as f:
+            f.write(render_markdown(stats))
+        outputs += ["stats.json", "stats.md"]
+
+        self.publish(tmp, outputs, signature)
+        self.print_summary(stats, elapsed)
+        return stats
+
+    def make_stats(self, spec, tokenizer, writer: SplitWriter, dictionary_size: int) -> dict:
+        a = self.args
+        sources = collections.OrderedDict()
+        for source in SOURCES:
+            if getattr(a, source):
+                st = self.source_stats.get(source, {"documents": 0, "tokens": 0, "lines": 0, "split_lines": 0, "unk_tokens": 0})
+                row = dict(st)
+                row["avg_doc_len"] = round(st["tokens"] / st["documents"], 1) if st["documents"] else 0.0
+                sources[source] = row
+        total_docs = sum(r["documents"] for r in sources.values())
+        total_tokens = sum(r["tokens"] for r in sources.values())
+        return {
+            "tokenizer": {
+                "kind": spec.kind,
+                "dictionary_size": dictionary_size,
+                "srcdict": a.srcdict is not None,
+                "trained_sentencepiece_vocab": a.train_sentencepiece,
+            },
+            "sources": sources,
+            "total": {
+                "documents": total_docs,
+                "tokens": total_tokens,
+                "avg_doc_len": round(total_tokens / total_docs, 1) if total_docs else 0.0,
+                "unk_tokens": sum(r["unk_tokens"] for r in sources.values()),
+            },
+            "splits": {
+                s: {"documents": writer.docs[s], "tokens": writer.tokens[s], "lines": writer.items[s] - writer.docs[s]}
+                for s in SplitWriter.SPLITS
+            },
+            "selection": dict(self.selection),
+            "bad_input": self.report.to_json(),
+            "options": signature_options(a),
+        }
+
+    def publish(self, tmp: str, outputs: List[str], signature: dict) -> None:
+        sizes = {}
+        for name in outputs:
+            path = os.path.join(tmp, name)
+            _fsync(path)
+            sizes[name] = os.path.getsize(path)
+        for name in outputs:
+            os.replace(os.path.join(tmp, name), os.path.join(self.destdir, name))
+        manifest = {"signature": signature, "outputs": sizes}
+        tmp_manifest = os.path.join(tmp, MANIFEST)
+        with open(tmp_manifest, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+        _fsync(tmp_manifest)
+        os.replace(tmp_manifest, os.path.join(self.destdir, MANIFEST))
+        _fsync(self.destdir)
+
+    def print_summary(self, stats: dict, elapsed: float) -> None:
+        a = self.args
+        tot = stats["total"]
+        log(f"wrote {self.destdir}: {tot['documents']:,} documents, {tot['tokens']:,} tokens "
+            f"(train {stats['splits']['train']['documents']:,} / valid {stats['splits']['valid']['documents']:,} / "
+            f"test {stats['splits']['test']['documents']:,} documents)")
+        rate = self.tokens_tokenized / elapsed if elapsed > 0 else 0.0
+        cpu = self.tokenizer_cpu_seconds
+        per_cpu = self.tokens_tokenized / cpu if cpu > 0 else 0.0
+        log(f"tokenized {self.tokens_tokenized:,} tokens in {elapsed:.1f}s: {rate:,.0f} tokens/s, "
+            f"{rate / a.workers:,.0f} tokens/s per worker ({a.workers} worker(s)); "
+            f"tokenizer CPU time {cpu:.1f}s = {per_cpu:,.0f} tokens per CPU-second")
+        sel = stats["selection"]
+        if any(sel.values()):
+            log("selection: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sel.items()))
+        lines = self.report.summary_lines()
+        if lines:
+            log(f"bad input ({self.report.total:,} in all; details in stats.json):\n" + "\n".join(lines))
+        else:
+            log("bad input: none")
+
+
+def signature_options(a) -> dict:
+    return {
+        "seed": a.seed,
+        "realnews_min_tokens": a.realnews_min_tokens,
+        "realnews_fraction": str(a.realnews_fraction),
+        "stories_fraction": str(a.stories_fraction),
+        "valid_docs": a.valid_docs.describe(),
+        "test_docs": a.test_docs.describe(),
+        "max_line_tokens": a.max_line_tokens,
+        "max_doc_chars": a.max_doc_chars,
+        "invalid_utf8": a.invalid_utf8,
+    }
+
+
+def preprocess(argv: Optional[List[str]] = None) -> dict:
+    """Run ``longformer-preprocess`` with the given command-line arguments; returns the stats
+    (also written to ``<destdir>/stats.json``). Raises SystemExit on bad usage or when no
+    usable document is found."""
+    return Preprocessor(parse_args(argv)).run()
