@@ -105,10 +105,55 @@ def _torchrun_on_cpu() -> None:
         distributed_fairseq_model.DistributedDataParallel = CpuAwareDistributedDataParallel
 
 
+def _atomic_checkpoint_copies() -> None:
+    """fairseq copies a fresh checkpoint to its other names (checkpoint_last.pt, checkpoint_best.pt)
+    with ``PathManager.copy``, which is ``shutil.copyfile`` straight onto the final name.
+
+    Fails without it: a run killed during that copy (SIGKILL, OOM killer, preemption) leaves a
+    truncated checkpoint_last.pt, and starting the same command again stops in ``torch.load``
+    (``PytorchStreamReader failed reading zip archive``) instead of resuming. The first file of
+    a save is already written as ``.tmp`` + rename (``torch_persistent_save``); with this, the
+    copies are too: to ``<name>.tmp`` in the same folder, flushed to disk, then ``os.replace``,
+    so each name holds either the previous complete checkpoint or the new one. Only
+    ``fairseq.checkpoint_utils`` sees the change; remote paths (iopath) keep fairseq's copy.
+    """
+    import shutil
+
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    if getattr(checkpoint_utils.PathManager, "_longformer_patched", False):
+        return
+
+    class AtomicCopyPathManager(PathManager):
+        _longformer_patched = True
+
+        @staticmethod
+        def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+            if "://" in dst_path or "://" in src_path:  # not a local file: iopath's handlers
+                return PathManager.copy(src_path, dst_path, overwrite=overwrite)
+            if not overwrite and os.path.exists(dst_path):
+                return False
+            tmp_path = dst_path + ".tmp"
+            try:
+                shutil.copyfile(src_path, tmp_path)
+                with open(tmp_path, "rb+") as f:
+                    os.fsync(f.fileno())
+                os.replace(tmp_path, dst_path)
+            except BaseException:
+                if os.path.exists(tmp_path):
+                    os.remove(tmp_path)
+                raise
+            return True
+
+    checkpoint_utils.PathManager = AtomicCopyPathManager
+
+
 def apply() -> None:
     _numpy_removed_aliases()
     _torch_load_weights_only()
     _torchrun_on_cpu()
+    _atomic_checkpoint_copies()
 
 
 apply()
