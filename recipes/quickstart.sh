@@ -14,7 +14,7 @@
 #
 # Environment (defaults):
 #   WORK=work                     where data and checkpoints go
-#   MAX_UPDATE=400                training length (about 8 minutes on 2 cores)
+#   MAX_UPDATE=300                training length (about 8 minutes on 2 cores)
 #   SAVE_INTERVAL_UPDATES=50      checkpoint every this many updates
 #   THREADS=2                     torch threads
 set -euo pipefail
@@ -22,7 +22,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 WORK="${WORK:-work}"
-MAX_UPDATE="${MAX_UPDATE:-400}"
+MAX_UPDATE="${MAX_UPDATE:-300}"
 SAVE_INTERVAL_UPDATES="${SAVE_INTERVAL_UPDATES:-50}"
 THREADS="${THREADS:-2}"
 DATA="$WORK/data-bin/kjv"
@@ -44,9 +44,9 @@ fairseq-train "$DATA" \
   --tokens-per-sample 1024 --max-positions 1024 --sample-break-mode complete_doc \
   --dropout 0.1 --attention-dropout 0.0 \
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0 \
-  --lr 1e-3 --lr-scheduler polynomial_decay --warmup-updates 40 --total-num-update "$MAX_UPDATE" --power 1 \
+  --lr 1e-3 --lr-scheduler polynomial_decay --warmup-updates 30 --total-num-update "$MAX_UPDATE" --power 1 \
   --batch-size 2 --update-freq 1 --max-update "$MAX_UPDATE" \
-  --validate-interval-updates 100 --save-interval-updates "$SAVE_INTERVAL_UPDATES" \
+  --validate-interval-updates 50 --save-interval-updates "$SAVE_INTERVAL_UPDATES" \
   --keep-interval-updates 1 --no-epoch-checkpoints \
   --save-dir "$SAVE_DIR" --log-interval 10 --seed 1 --cpu --num-workers 0 \
   "$@"
