@@ -4,17 +4,29 @@ Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D); padding / is_global masks: (B, N).
 
 How it works:
   * Local band. Queries are cut into chunks of c positions; chunk [s, s+c) can only see keys in
-    [s-w, s+c+w), a window of c+2w keys (c+w when causal) taken as a strided view of the padded
-    keys (``Tensor.unfold``: no copy). Inside a chunk the band is the same (c, c+2w) boolean
-    pattern for every chunk, so scores are (B, H, N/c, c, c+2w): linear in N.
+    [s-w, s+c+w), a window of L = c + 2w keys (c + w when causal; rounded up to a multiple of
+    c) taken as a strided view of one flat, padded key buffer (``Tensor.as_strided``: no copy).
+    Every chunk of every (batch, head) slice is one "window" of that buffer, so the band is a
+    batched matmul over windows: scores (windows, c, L), linear in N.
+  * Global keys. Every query also attends to the G global keys (local projections): they are G
+    more columns of every window's scores, (windows, c, G), under the same softmax. Global keys
+    are kept out of the band, so each is counted once.
+  * Memory. ``_BandAttention`` is an autograd.Function that keeps only q, k, v and each row's
+    log-sum-exp, and recomputes scores and probabilities in backward (as FlashAttention does):
+    autograd holds O(N * D), not O(N * L). Not even the output is kept: the softmax backward's
+    rowsum(dO * O) is computed as rowsum(P * dP) from the recomputed blocks.
+  * Speed. Windows are processed a group at a time, the group sized so that its score blocks
+    stay in cache (``GROUP_SCORES``), every step writing into buffers allocated once per call
+    (fresh large allocations cost page faults on CPU). The additive bias (0 or -inf) for the
+    band shape, the sequence ends and invalid keys is built once per call and added by the
+    matmul itself (``baddbmm``).
   * Dilation d. Positions with the same residue modulo d form a subsequence in which the dilated
     window is an ordinary window, so heads of dilation d are reshaped (N -> d subsequences of
-    N/d) and run through the same band code. Heads are grouped by their dilation.
-  * Global keys. Every query also attends to the G global keys (local projections). Their
-    softmax is merged with the band's through log-sum-exp, which keeps the two parts separate
-    (the band is computed in the reshaped space, global keys in the original one).
+    N/d) and run through the same band code. Heads are grouped by their dilation. A head's
+    global keys may sit in any of its residue subsequences: they are addressed by row in the
+    flat key buffer, not by position in the subsequence.
   * Global queries. The G global rows attend every non-padding key with the global projections:
-    (B, H, G, N) scores, linear in N.
+    (B, H, G, N) scores, linear in N; their rows replace the band's.
 Everything runs in fp32 (fp64 for fp64 inputs) and is cast back to the input dtype at the end.
 """
 from typing import Optional, Tuple
@@ -25,49 +37,291 @@ from torch import Tensor
 
 from .pattern import AttentionMasks, AttentionPattern, check_inputs, default_scale
 
-# Masked scores get this finite value rather than -inf: a row whose every key is masked (only
-# padding rows, which are zeroed at the end) then has finite softmax values and gradients
-# instead of NaNs that would leak into the backward pass through 0 * NaN.
+# In the small global-query scores, masked scores get this finite value rather than -inf: a
+# row whose every key is masked then has finite softmax values and gradients instead of NaNs
+# that would leak into the backward pass through 0 * NaN.
 MASKED_SCORE = -1e30
+# In the band, masked scores are -inf instead: exp(-1e30 - m) goes through the CPU's slow
+# denormal path (about 2x slower per element than exp(-inf), measured), and the band is where
+# nearly all elements are. Rows with no allowed key are guarded explicitly (_band_softmax).
+_BAND_MASKED = float("-inf")
+# Scores are kept in base 2 (scaled by log2(e) inside the matmul): exp2 is about 1.5x faster
+# than exp on CPU (measured), and exp2(s * log2(e)) = exp(s), so the softmax is unchanged.
+_LOG2_E = 1.4426950408889634
+# Score elements per group of windows: 2 MiB of fp32, so that a group's scores, probabilities
+# and their gradients stay in cache between the steps that use them. Measured on CPU (N = 4096,
+# 12 heads, w = 256): 2^17-2^18 fastest with 1 thread, 2^19-2^20 with 2 (fewer, larger
+# parallel regions); 2^22 was 1.3-1.5x slower than the best.
+# On a GPU the groups are far larger: there each group costs a dozen kernel launches, and the
+# cache argument does not apply (a size chosen for launch overhead, not measured here).
+GROUP_SCORES = 1 << 19
+GROUP_SCORES_GPU = 1 << 24
 
 
 def _chunk_size(window: int, length: int) -> int:
-    # c = w/2 keeps the wasted (out-of-band) share of each key window at 1.25x the band while
-    # the batched matmuls stay large enough to be efficient.
-    return max(1, min(length, max(window // 2, 32)))
+    # c = w/4 keeps the wasted (out-of-band) share of each key window at 1.125x the band while
+    # the batched matmuls stay large enough to be efficient (on CPU at w = 256, D = 64, c = 64
+    # beat 128 and 256 in every matmul of forward and backward).
+    return max(1, min(length, max(window // 4, 32)))
+
+
+class _BandLayout:
+    """Where every query chunk and key window of the band lives, for S = B * H slices of M
+    positions.
+
+    Queries: (S * nb, c, D) chunks. Keys and values: one flat buffer of (S * nb + R - 1) * c
+    rows holding key p of slice s at row ``before + s * nb * c + p`` (zeros elsewhere), so the
+    window of chunk j of slice s is rows [t * c, t * c + L) with t = s * nb + j, and one
+    as_strided view covers all windows. A window's first and last keys may belong to a
+    neighbouring slice or to padding: the bias masks them.
+    """
+
+    def __init__(self, batch: int, heads: int, length: int, head_dim: int, window: int, causal: bool,
+                 device: torch.device):
+        self.batch, self.heads, self.length, self.head_dim = batch, heads, length, head_dim
+        self.slices = batch * heads
+        # |i - j| <= M - 1 always: a wider window changes nothing and would only cost time
+        self.window = window = min(window, max(length - 1, 0))
+        self.chunk = c = _chunk_size(window, length)
+        self.num_chunks = -(-length // c)
+        self.padded = self.num_chunks * c
+        self.span = window if causal else 2 * window  # query r of a chunk sees keys r <= u <= r + span
+        self.blocks = 1 + -(-self.span // c)  # R = L / c
+        self.width = self.blocks * c  # L, keys per window
+        self.windows = self.slices * self.num_chunks
+        self.before = window  # key p of the chunk starting at position s is window column p - s + w
+        self.rows = (self.windows + self.blocks - 1) * c
+        budget = GROUP_SCORES if device.type == "cpu" else GROUP_SCORES_GPU
+        self.group = max(1, budget // (c * self.width))
+
+    def queries(self, x: Tensor) -> Tensor:
+        """(B, H, M, D) -> (S * nb, c, D), zero padded."""
+        out = x.new_zeros(self.batch, self.heads, self.padded, self.head_dim)
+        out[:, :, :self.length] = x
+        return out.view(self.windows, self.chunk, self.head_dim)
+
+    def unqueries(self, x: Tensor) -> Tensor:
+        """(S * nb, c, ...) -> (B, H, M, ...) view."""
+        return x.view(self.batch, self.heads, self.padded, *x.shape[2:])[:, :, :self.length]
+
+    def keys(self, x: Tensor) -> Tensor:
+        """(B, H, M, D) -> the flat (rows, D) key buffer."""
+        flat = x.new_zeros(self.rows, self.head_dim)
+        self.unkeys(flat).copy_(x)
+        return flat
+
+    def unkeys(self, flat: Tensor) -> Tensor:
+        """The flat (rows, D) key buffer -> its (B, H, M, D) view."""
+        inner = flat[self.before:self.before + self.slices * self.padded]
+        return inner.view(self.batch, self.heads, self.padded, self.head_dim)[:, :, :self.length]
+
+    def key_windows(self, flat: Tensor) -> Tensor:
+        """(S * nb, L, D) overlapping view of the flat key buffer."""
+        d = self.head_dim
+        return flat.as_strided((self.windows, self.width, d), (self.chunk * d, d, 1))
+
+    def global_rows(self, global_keys: Tensor) -> Tensor:
+        """(B, H, G) indices into the flattened (B * H * M) keys -> (S, G) rows of the flat buffer."""
+        slices, positions = global_keys // self.length, global_keys % self.length
+        return (self.before + slices * self.padded + positions).reshape(self.slices, -1)
+
+    def bias(self, key_valid: Tensor, dtype) -> Tuple[Tensor, Tensor]:
+        """Additive (0 / -inf) biases: (c, L) for the band shape, shared by all windows, and
+        (S * nb, 1, L) for keys outside the sequence or not valid (padding, global)."""
+        c, width, device = self.chunk, self.width, key_valid.device
+        offset = torch.arange(width, device=device) - torch.arange(c, device=device)[:, None]
+        band = torch.zeros(c, width, dtype=dtype, device=device)
+        band.masked_fill_((offset < 0) | (offset > self.span), _BAND_MASKED)
+        valid = key_valid.expand(self.batch, self.heads, self.length).reshape(self.slices, self.length)
+        right = self.padded - self.length + width - c - self.before
+        valid = F.pad(valid, (self.before, right), value=False)  # positions -w .. padded + L - c - w
+        valid = valid.unfold(1, width, c)  # (S, nb, L)
+        keys = torch.zeros(valid.shape, dtype=dtype, device=device).masked_fill_(~valid, _BAND_MASKED)
+        return band, keys.view(self.windows, 1, width)
+
+    def groups(self):
+        """(start, end) ranges of windows processed together."""
+        for start in range(0, self.windows, self.group):
+            yield start, min(start + self.group, self.windows)
+
+
+class _GlobalKeys:
+    """The G global keys and values of every slice, (S, G, D), gathered from the flat buffers,
+    with their (S, 1, G) bias; ``of(start, end)`` gives them per window."""
+
+    def __init__(self, layout: _BandLayout, rows: Tensor, valid: Tensor, k_flat: Tensor, v_flat: Tensor):
+        self.rows = rows  # (S, G)
+        self.k, self.v = k_flat[rows], v_flat[rows]  # (S, G, D)
+        valid = valid.expand(layout.batch, layout.heads, -1).reshape(layout.slices, 1, -1)
+        self.bias = torch.zeros(valid.shape, dtype=k_flat.dtype, device=k_flat.device)
+        self.bias.masked_fill_(~valid, _BAND_MASKED)
+        self.slice_of_window = torch.arange(layout.windows, device=rows.device) // layout.num_chunks
+        self.count = rows.shape[1]
+
+    def of(self, start: int, end: int):
+        """(slice index (T,), keys (T, G, D), values (T, G, D), bias (T, 1, G)) for windows [start, end)."""
+        index = self.slice_of_window[start:end]
+        return index, self.k[index], self.v[index], self.bias[index]
+
+
+def _scores_into(buffer: Tensor, band: Tensor, key_bias: Tensor, q_chunks: Tensor, k_windows: Tensor,
+                 scale: float) -> Tensor:
+    """buffer (T, c, L) <- bias + scale * q k^T for T windows."""
+    torch.add(band, key_bias, out=buffer)
+    return buffer.baddbmm_(q_chunks, k_windows.transpose(1, 2), alpha=scale)
+
+
+def _band_softmax(scores: Tensor, global_scores: Optional[Tensor], lse: Tensor) -> None:
+    """In place: band scores (T, c, L) and global-key scores (T, c, G), in base 2, ->
+    probabilities under one softmax; lse (T, c, 1) <- the base-2 log-sum-exp of each row.
+
+    A row whose keys are all masked has max -inf: the max is clamped to the lowest float so the
+    row becomes exp(-inf) = 0 instead of NaN, and its sum is clamped away from 0, which leaves
+    probabilities 0, an output of 0 and an lse near -3.4e38 (finite, so recomputation in
+    backward is NaN-free too).
+    """
+    top = scores.amax(dim=-1, keepdim=True)
+    if global_scores is not None:
+        torch.maximum(top, global_scores.amax(dim=-1, keepdim=True), out=top)
+    top.clamp_(min=torch.finfo(scores.dtype).min)
+    total = scores.sub_(top).exp2_().sum(dim=-1, keepdim=True)
+    if global_scores is not None:
+        total.add_(global_scores.sub_(top).exp2_().sum(dim=-1, keepdim=True))
+    total.clamp_(min=torch.finfo(scores.dtype).tiny)
+    scores.div_(total)
+    if global_scores is not None:
+        global_scores.div_(total)
+    torch.add(top, total.log2_(), out=lse)
+
+
+def _fold(blocks: Tensor, windows: Tensor, start: int, count: int) -> None:
+    """Add the gradients of overlapping key windows (T, L, D) back into the flat key buffer seen
+    as (rows / c, c, D) blocks: block u of window t is block t + u of the buffer."""
+    number, width, head_dim = windows.shape
+    parts = windows.view(number, count, width // count, head_dim)
+    for u in range(count):
+        blocks[start + u:start + u + number].add_(parts[:, u])
+
+
+class _BandAttention(torch.autograd.Function):
+    """Sliding-window attention plus global keys, with recomputation in backward.
+
+    forward(q, k, v: (B, H, M, D), key_valid: (B, H or 1, M) bool (keys allowed in the band),
+    global_keys: (B, H, G) long or None (global key g of slice (b, h) is row global_keys[b, h, g]
+    of the keys flattened to (B * H * M, D)), global_valid: (B, H or 1, G) bool or None, window,
+    causal, scale) -> (B, H, M, D). A row with no allowed key gives zeros.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, key_valid, global_keys, global_valid, window, causal, scale):
+        batch, heads, length, head_dim = q.shape
+        layout = _BandLayout(batch, heads, length, head_dim, window, causal, q.device)
+        q_chunks = layout.queries(q)
+        k_flat, v_flat = layout.keys(k), layout.keys(v)
+        k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
+        band, key_bias = layout.bias(key_valid, q.dtype)
+        glob = None
+        if global_keys is not None:
+            glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
+
+        scale2 = scale * _LOG2_E  # base-2 scores
+        out = torch.empty_like(q_chunks)
+        lse = q.new_empty(layout.windows, layout.chunk, 1)
+        scores = q.new_empty(layout.group, layout.chunk, layout.width)
+        global_scores = q.new_empty(layout.group, layout.chunk, glob.count) if glob else None
+        for start, end in layout.groups():
+            block = scores[:end - start]
+            _scores_into(block, band, key_bias[start:end], q_chunks[start:end], k_windows[start:end], scale2)
+            global_block = None
+            if glob:
+                _, k_glob, v_glob, bias = glob.of(start, end)
+                global_block = global_scores[:end - start]
+                torch.baddbmm(bias, q_chunks[start:end], k_glob.transpose(1, 2), alpha=scale2, out=global_block)
+            _band_softmax(block, global_block, lse[start:end])
+            torch.bmm(block, v_windows[start:end], out=out[start:end])
+            if glob:
+                out[start:end].baddbmm_(global_block, v_glob)
+
+        ctx.layout, ctx.scale, ctx.has_global = layout, scale, glob is not None
+        ctx.save_for_backward(q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, lse)
+        return layout.unqueries(out)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, lse = ctx.saved_tensors
+        layout, scale = ctx.layout, ctx.scale
+        scale2 = scale * _LOG2_E
+        k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
+        band, key_bias = layout.bias(key_valid, q_chunks.dtype)
+        glob = None
+        if ctx.has_global:
+            glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
+
+        grad_chunks = torch.zeros_like(q_chunks)
+        layout.unqueries(grad_chunks).copy_(grad_out)
+
+        grad_q = torch.empty_like(q_chunks)
+        grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
+        grad_k_blocks = grad_k.view(-1, layout.chunk, layout.head_dim)
+        grad_v_blocks = grad_v.view(-1, layout.chunk, layout.head_dim)
+        probs = q_chunks.new_empty(layout.group, layout.chunk, layout.width)
+        grad_scores, product = torch.empty_like(probs), torch.empty_like(probs)
+        windows = q_chunks.new_empty(layout.group, layout.width, layout.head_dim)
+        delta = q_chunks.new_empty(layout.group, layout.chunk, 1)
+        if glob:
+            grad_k_glob, grad_v_glob = torch.zeros_like(glob.k), torch.zeros_like(glob.v)
+            global_probs = q_chunks.new_empty(layout.group, layout.chunk, glob.count)
+            global_grad_scores = torch.empty_like(global_probs)
+            global_windows = q_chunks.new_empty(layout.group, glob.count, layout.head_dim)
+        for start, end in layout.groups():
+            count = end - start
+            rows = slice(start, end)
+            p, ds, win, dlt = probs[:count], grad_scores[:count], windows[:count], delta[:count]
+            _scores_into(p, band, key_bias[rows], q_chunks[rows], k_windows[rows], scale2)
+            p.sub_(lse[rows]).exp2_()
+            torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
+            # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O) = rowsum(P * dP)
+            torch.sum(torch.mul(p, ds, out=product[:count]), dim=-1, keepdim=True, out=dlt)
+            if glob:
+                index, k_glob, v_glob, bias = glob.of(start, end)
+                gp, gds, gwin = global_probs[:count], global_grad_scores[:count], global_windows[:count]
+                torch.baddbmm(bias, q_chunks[rows], k_glob.transpose(1, 2), alpha=scale2, out=gp)
+                gp.sub_(lse[rows]).exp2_()
+                torch.bmm(grad_chunks[rows], v_glob.transpose(1, 2), out=gds)
+                dlt.add_((gp * gds).sum(dim=-1, keepdim=True))
+            torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
+            _fold(grad_v_blocks, win, start, layout.blocks)
+            ds.sub_(dlt).mul_(p)
+            torch.bmm(ds, k_windows[rows], out=grad_q[rows])
+            torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
+            _fold(grad_k_blocks, win, start, layout.blocks)
+            if glob:
+                torch.bmm(gp.transpose(1, 2), grad_chunks[rows], out=gwin)
+                grad_v_glob.index_add_(0, index, gwin)
+                gds.sub_(dlt).mul_(gp)
+                grad_q[rows].baddbmm_(gds, k_glob)
+                torch.bmm(gds.transpose(1, 2), q_chunks[rows], out=gwin)
+                grad_k_glob.index_add_(0, index, gwin)
+        if glob:
+            rows = glob.rows.flatten()
+            grad_k.index_add_(0, rows, grad_k_glob.view(-1, layout.head_dim))
+            grad_v.index_add_(0, rows, grad_v_glob.view(-1, layout.head_dim))
+        grad_q.mul_(scale)
+        grad_k.mul_(scale)
+        return (layout.unqueries(grad_q), layout.unkeys(grad_k), layout.unkeys(grad_v),
+                None, None, None, None, None, None)
 
 
 def _banded_attention(
-    q: Tensor, k: Tensor, v: Tensor, key_valid: Tensor, window: int, causal: bool, scale: float,
-    need_lse: bool,
-) -> Tuple[Tensor, Optional[Tensor]]:
-    """Undilated sliding-window attention. q, k, v: (B, H, M, D) fp32; key_valid: (B, H or 1, M).
-
-    Returns the output (B, H, M, D) and, when ``need_lse``, the log-sum-exp of each row's
-    scores (B, H, M) for merging with the global keys.
-    """
-    batch, heads, length, head_dim = q.shape
-    chunk = _chunk_size(window, length)
-    num_chunks = -(-length // chunk)
-    tail = num_chunks * chunk - length
-    right = tail if causal else tail + window
-    span = window if causal else 2 * window  # keys per chunk = chunk + span
-    q_chunks = F.pad(q, (0, 0, 0, tail)).view(batch, heads, num_chunks, chunk, head_dim)
-    # (B, H, nb, D, c+span): a strided view, keys of chunk b are positions [b*c - w, b*c + c + w')
-    k_windows = F.pad(k, (0, 0, window, right)).unfold(2, chunk + span, chunk)
-    v_windows = F.pad(v, (0, 0, window, right)).unfold(2, chunk + span, chunk).transpose(-1, -2)
-    valid = F.pad(key_valid, (window, right), value=False).unfold(2, chunk + span, chunk)
-
-    # Query r of a chunk (position s+r) and key u of its window (position s-w+u) are within the
-    # window when 0 <= u - r <= span.
-    offset = torch.arange(chunk + span, device=q.device) - torch.arange(chunk, device=q.device)[:, None]
-    band = (offset >= 0) & (offset <= span)  # (c, c+span)
-    allowed = band & valid.unsqueeze(-2)  # (B, H or 1, nb, c, c+span)
-
-    scores = torch.matmul(q_chunks * scale, k_windows).masked_fill(~allowed, MASKED_SCORE)
-    lse = torch.logsumexp(scores, dim=-1).flatten(2, 3)[..., :length] if need_lse else None
-    out = torch.matmul(torch.softmax(scores, dim=-1), v_windows)
-    return out.flatten(2, 3)[:, :, :length], lse
+    q: Tensor, k: Tensor, v: Tensor, key_valid: Tensor, global_keys: Optional[Tensor],
+    global_valid: Optional[Tensor], window: int, causal: bool, scale: float,
+) -> Tensor:
+    """Undilated sliding-window attention plus global keys. q, k, v: (B, H, M, D) fp32/fp64;
+    key_valid: (B, H or 1, M); global_keys: (B, H, G) rows of the (B * H * M) keys or None;
+    global_valid: (B, H or 1, G). Returns (B, H, M, D)."""
+    if q.shape[2] == 0:
+        return q.clone()
+    return _BandAttention.apply(q, k, v, key_valid, global_keys, global_valid, window, causal, scale)
 
 
 def _to_residues(x: Tensor, dilation: int, fill=0.0) -> Tensor:
@@ -87,21 +341,35 @@ def _from_residues(x: Tensor, heads: int, dilation: int, length: int) -> Tensor:
     return x.reshape(batch, heads, dilation * per_residue, *x.shape[4:])[:, :, :length]
 
 
-def _dilated_banded_attention(q, k, v, key_valid, window, dilation, causal, scale, need_lse):
-    """``_banded_attention`` with dilation d: (B, H, N, D) in, (B, H, N, D) and (B, H, N) out."""
-    if dilation == 1:
-        return _banded_attention(q, k, v, key_valid, window, causal, scale, need_lse)
+def _residue_global_keys(index: Tensor, heads: int, dilation: int, length: int) -> Tensor:
+    """Global positions (B, G) -> (B, H*d, G) rows of the keys of ``_to_residues`` flattened to
+    (B * H*d * M, D), M = ceil(N/d): position p of head h lives in subsequence h*d + p % d at
+    index p // d, whichever subsequence the query is in."""
+    batch = index.shape[0]
+    per_residue = -(-length // dilation)
+    sequences = heads * dilation
+    first_of_head = (torch.arange(sequences, device=index.device) // dilation * dilation)[None, :, None]
+    row_start = torch.arange(batch, device=index.device)[:, None, None] * sequences
+    index = index[:, None, :]
+    return (row_start + first_of_head + index % dilation) * per_residue + index // dilation
+
+
+def _dilated_banded_attention(q, k, v, key_valid, global_index, global_valid, window, dilation, causal, scale):
+    """``_banded_attention`` with dilation d, in the original layout: (B, H, N, D) in and out;
+    key_valid (B, 1, N); global_index (B, G) positions or None; global_valid (B, 1, G)."""
     heads, length = q.shape[1], q.shape[2]
+    global_keys = None
+    if global_index is not None:
+        global_keys = _residue_global_keys(global_index, heads, dilation, length)
+    if dilation == 1:
+        return _banded_attention(q, k, v, key_valid, global_keys, global_valid, window, causal, scale)
     parts = [_to_residues(t, dilation) for t in (q, k, v)]
     # key_valid is (B, 1, N): its residues (B, d, M) are shared by every head, whose residue
     # subsequences are laid out head-major (head * d + r), hence the repeat.
     valid = _to_residues(key_valid.unsqueeze(-1), dilation, fill=False).squeeze(-1)
     valid = valid.repeat(1, heads, 1)
-    out, lse = _banded_attention(*parts, valid, window, causal, scale, need_lse)
-    out = _from_residues(out, heads, dilation, length)
-    if lse is not None:
-        lse = _from_residues(lse, heads, dilation, length)
-    return out, lse
+    out = _banded_attention(*parts, valid, global_keys, global_valid, window, causal, scale)
+    return _from_residues(out, heads, dilation, length)
 
 
 def _global_indices(is_global: Tensor) -> Tuple[Tensor, Tensor]:
@@ -131,7 +399,8 @@ def sliding_chunks_attention(
 ) -> Tensor:
     """Longformer attention in vectorized PyTorch. Inputs (B, H, N, D); returns (B, H, N, D).
 
-    q_g, k_g, v_g may be None when no token is global. Any N works (padded internally).
+    q_g, k_g, v_g may be None when no token is global; only the rows of global tokens of q_g
+    are read. Any N works (padded internally).
     """
     is_global = check_inputs(q, k, v, q_g, k_g, v_g, masks)
     padding = masks.padding_or_none()
@@ -142,54 +411,44 @@ def sliding_chunks_attention(
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
     q, k, v = q.to(compute), k.to(compute), v.to(compute)
 
-    # Global keys leave the band (they are attended through the global-key part, once).
+    # Global keys leave the band (they are attended as global keys, once).
     key_valid = torch.ones(batch, length, dtype=torch.bool, device=q.device)
     if padding is not None:
         key_valid &= ~padding
+    index = slot_valid = None
     if is_global is not None:
         key_valid &= ~is_global
-    need_lse = is_global is not None
+        index, slot_valid = _global_indices(is_global)
 
     dilations = pattern.dilation_per_head(heads)
     groups = [[h for h in range(heads) if dilations[h] == d] for d in sorted(set(dilations))]
-    outs, lses = [], []
+    outs = []
     for group in groups:
         # one group (a single dilation for every head, the usual case) runs on the tensors as
         # they are: indexing heads out and back would cost copies forward and backward
         select = (lambda t: t) if len(group) == heads else (lambda t: t[:, group])
-        out, lse = _dilated_banded_attention(
-            select(q), select(k), select(v), key_valid.unsqueeze(1), pattern.window,
-            dilations[group[0]], pattern.causal, scale, need_lse,
-        )
-        outs.append(out)
-        lses.append(lse)
+        outs.append(_dilated_banded_attention(
+            select(q), select(k), select(v), key_valid.unsqueeze(1), index,
+            None if slot_valid is None else slot_valid.unsqueeze(1), pattern.window,
+            dilations[group[0]], pattern.causal, scale,
+        ))
     if len(groups) == 1:
-        out, lse_band = outs[0], lses[0]
+        out = outs[0]
     else:  # concatenate the groups, then put the heads back in their order
         order = torch.argsort(torch.tensor([h for group in groups for h in group], device=q.device))
         out = torch.cat(outs, dim=1).index_select(1, order)
-        lse_band = torch.cat(lses, dim=1).index_select(1, order) if need_lse else None
 
     if is_global is not None:
-        index, slot_valid = _global_indices(is_global)
-        # every query attends the global keys with the local projections; merge by log-sum-exp
-        k_glob, v_glob = _gather_rows(k, index), _gather_rows(v, index)
-        scores = torch.matmul(q * scale, k_glob.transpose(-1, -2))
-        scores = scores.masked_fill(~slot_valid[:, None, None, :], MASKED_SCORE)
-        lse_glob = torch.logsumexp(scores, dim=-1)
-        lse = torch.logaddexp(lse_band, lse_glob)
-        out = (out * torch.exp(lse_band - lse).unsqueeze(-1)
-               + torch.matmul(torch.exp(scores - lse.unsqueeze(-1)), v_glob))
-
         # global queries attend every non-padding key with the global projections
         q_rows = _gather_rows(q_g.to(compute), index) * scale
         scores = torch.matmul(q_rows, k_g.to(compute).transpose(-1, -2))  # (B, H, G, N)
         if padding is not None:
             scores = scores.masked_fill(padding[:, None, None, :], MASKED_SCORE)
-        global_out = torch.matmul(torch.softmax(scores, dim=-1), v_g.to(compute))
-        scattered = torch.zeros_like(out).scatter(
-            2, index[:, None, :, None].expand(-1, heads, -1, head_dim), global_out)
-        out = torch.where(is_global[:, None, :, None], scattered, out)
+        global_out = torch.matmul(torch.softmax(scores, dim=-1), v_g.to(compute))  # (B, H, G, D)
+        # their rows replace the band's: one out-of-place index_put (a single copy of out)
+        rows, slots = slot_valid.nonzero(as_tuple=True)
+        out = out.transpose(1, 2).index_put((rows, index[rows, slots]), global_out[rows, :, slots])
+        out = out.transpose(1, 2)
 
     if padding is not None:
         out = out.masked_fill(padding[:, None, :, None], 0.0)

@@ -16,6 +16,7 @@ from fairseq.utils import safe_getattr, safe_hasattr
 from ..attention import IMPLEMENTATIONS, AttentionPattern, parse_dilation, parse_per_layer
 from ..modules.encoder import LongformerEncoder
 from ..modules.self_attention import LongformerLayerConfig, LongformerSelfAttention
+from .freezing import apply_from_args as apply_freezing_from_args
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,15 @@ class LongformerModel(RobertaModel):
                             help="left-to-right sliding window (token i sees i-w .. i)")
         parser.add_argument("--attention-impl", choices=IMPLEMENTATIONS,
                             help="attention implementation: auto = Triton on CUDA, PyTorch on CPU")
+        # fairseq's transformer declares these, RoBERTa's add_args does not; the encoder's
+        # build_encoder_layer reads them (activation checkpointing per layer).
+        parser.add_argument("--checkpoint-activations", action="store_true",
+                            help="recompute each layer's activations in the backward pass")
+        parser.add_argument("--offload-activations", action="store_true",
+                            help="with --checkpoint-activations, keep the saved inputs on the CPU")
+        parser.add_argument("--train-new-positions-only", type=int, metavar="N",
+                            help="freeze every weight but the position embeddings past the first N "
+                                 "(RoBERTa's positions, e.g. 512); see models/freezing.py")
 
     @classmethod
     def build_model(cls, args, task):
@@ -99,7 +109,7 @@ class LongformerModel(RobertaModel):
         encoder = LongformerRobertaEncoder(args, task.source_dictionary)
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, True)
-        return cls(args, encoder)
+        return apply_freezing_from_args(cls(args, encoder), args)
 
     def __init__(self, args, encoder):
         super().__init__(args, encoder)  # applies BERT's random init to every Linear

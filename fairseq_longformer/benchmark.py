@@ -1,0 +1,610 @@
+"""Measure whole self-attention modules: time and peak memory, forward and forward+backward.
+
+Used by ``longformer-bench`` (``fairseq_longformer/cli/bench.py``), the paper's Figure 1 on the
+machine at hand. Every contender is a module from input hidden states (B, N, C) to output
+(B, N, C), projections included, so what is timed is what a layer pays:
+
+  dense   q/k/v (+ global q/k/v) projections, ``F.scaled_dot_product_attention`` over all N keys
+          with a boolean (N, N) mask of the same Longformer pattern (band + global columns);
+          global rows from a second SDPA with the global projections; out_proj.
+  torch   our LongformerSelfAttention with the vectorized PyTorch path (``impl="torch"``).
+  triton  the same module with the Triton kernel (CUDA only).
+  hf      Hugging Face's LongformerSelfAttention (transformers), followed by a Linear that plays
+          the part of HF's ``LongformerAttention.output.dense``, so that all contenders end in
+          an output projection.
+
+All contenders get identical weights and inputs, so their outputs must agree: each run returns
+a fingerprint of its output and the report gives the largest difference to the others.
+
+Memory on CPU (see ``MEMORY_HELP``): every case runs in fresh processes forked from the parent,
+which has imported everything but computed nothing, one for memory and one for time. Peak memory
+is the rise of the process's resident set above its level once the module, weights and inputs
+exist: glibc is told to give every large freed block back at once (``mallopt``), and Linux's
+peak-RSS counter (VmHWM) is reset through /proc/self/clear_refs just before the measured call
+and read right after it. On CUDA it is ``torch.cuda.max_memory_allocated`` above the allocated
+memory before the call.
+"""
+import ctypes
+import gc
+import math
+import multiprocessing
+import os
+import resource
+import statistics
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import AttentionMasks, AttentionPattern
+from .modules.self_attention import LongformerLayerConfig, LongformerSelfAttention
+
+CONTENDERS = ("dense", "torch", "triton", "hf")
+
+MEMORY_HELP = (
+    "Peak memory (MB) is what the measured call adds on top of the module, its weights and its "
+    "inputs. On CPU each case runs in a fresh forked process (timing in another one): glibc is "
+    "set to serve every block of 64 KiB or more by its own mmap, returned to the kernel when "
+    "freed (mallopt), so that resident memory follows live memory instead of allocator reuse "
+    "luck; after a small warm-up call (library initialisation) freed heap is trimmed and Linux's "
+    "peak resident-set counter is reset (/proc/self/clear_refs); the peak RSS reached during the "
+    "call minus the RSS before it is reported. This counts every page the call touches (PyTorch "
+    "tensors, library scratch buffers), not only tensors. On CUDA it is "
+    "torch.cuda.max_memory_allocated() minus the memory allocated before the call. Forward is "
+    "measured under torch.no_grad() (inference); forward+backward keeps what autograd saves and "
+    "includes the weight and input gradients."
+)
+
+
+@dataclass
+class Case:
+    """One measurement: a contender at one length and global-token count."""
+
+    impl: str
+    length: int
+    global_tokens: int
+    batch: int = 1
+    heads: int = 12
+    head_dim: int = 64
+    window: int = 256  # one-sided (HF's attention_window is 2 * window)
+    device: str = "cpu"
+    dtype: str = "float32"
+    repeats: int = 3
+    threads: int = 2
+    time_cap: float = 60.0  # seconds for one forward+backward before the case counts as too slow
+    memory_limit_mb: Optional[float] = None  # CPU: address-space headroom for the forked process
+
+    @property
+    def hidden(self) -> int:
+        return self.heads * self.head_dim
+
+
+@dataclass
+class Result:
+    case: Case
+    status: str = "ok"  # ok | oom | too_slow | n/a | error
+    note: str = ""
+    fwd_ms: Optional[float] = None
+    fwd_bwd_ms: Optional[float] = None
+    fwd_ms_all: List[float] = field(default_factory=list)
+    fwd_bwd_ms_all: List[float] = field(default_factory=list)
+    peak_fwd_mb: Optional[float] = None
+    peak_fwd_bwd_mb: Optional[float] = None
+    fingerprint: Optional[List[float]] = None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data.pop("case")
+        data.update(impl=self.case.impl, length=self.case.length, global_tokens=self.case.global_tokens)
+        return data
+
+
+# ----------------------------------------------------------------------------------------------
+# Contenders
+# ----------------------------------------------------------------------------------------------
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "q_global_proj", "k_global_proj", "v_global_proj", "out_proj")
+
+
+def shared_weights(hidden: int, seed: int = 0) -> Dict[str, Tuple[Tensor, Tensor]]:
+    """The same (weight, bias) for every contender, by our parameter names."""
+    gen = torch.Generator().manual_seed(seed)
+    return {name: (torch.randn(hidden, hidden, generator=gen) * hidden ** -0.5,
+                   torch.randn(hidden, generator=gen) * 0.02) for name in PROJECTIONS}
+
+
+def _load(linear: nn.Linear, weight_bias: Tuple[Tensor, Tensor]) -> None:
+    with torch.no_grad():
+        linear.weight.copy_(weight_bias[0])
+        linear.bias.copy_(weight_bias[1])
+
+
+def dense_pattern_mask(length: int, window: int, is_global: Tensor) -> Tensor:
+    """(B, 1, N, N) bool, True where a local query may attend: the band |i - j| <= w and every
+    global key. Global query rows are recomputed with the global projections, so their row here
+    only has to be non-empty."""
+    positions = torch.arange(length, device=is_global.device)
+    band = (positions[:, None] - positions[None, :]).abs() <= window
+    return (band[None] | is_global[:, None, :])[:, None]
+
+
+class DenseSDPASelfAttention(nn.Module):
+    """Full self-attention with the Longformer pattern as a dense boolean mask (the baseline).
+
+    Input (B, N, C), output (B, N, C); the (B, 1, N, N) mask is built once per input, outside
+    the module, as a model would share it across its layers.
+    """
+
+    def __init__(self, hidden: int, heads: int):
+        super().__init__()
+        self.heads, self.head_dim = heads, hidden // heads
+        for name in PROJECTIONS:
+            setattr(self, name, nn.Linear(hidden, hidden))
+
+    def _split(self, x: Tensor) -> Tensor:
+        return x.view(x.shape[0], x.shape[1], self.heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x: Tensor, mask: Tensor, is_global: Optional[Tensor]) -> Tensor:
+        q, k, v = (self._split(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, N, D)
+        if is_global is not None:
+            # global rows attend every key with the global projections; (B, G) positions, the
+            # same count in every row (as in the benchmark)
+            index = is_global.nonzero()[:, 1].view(x.shape[0], -1)
+            x_glob = x.gather(1, index[..., None].expand(-1, -1, x.shape[2]))
+            q_g = self._split(self.q_global_proj(x_glob))
+            k_g, v_g = self._split(self.k_global_proj(x)), self._split(self.v_global_proj(x))
+            glob = F.scaled_dot_product_attention(q_g, k_g, v_g)  # (B, H, G, D)
+            out = out.scatter(2, index[:, None, :, None].expand(-1, self.heads, -1, self.head_dim), glob)
+        out = out.transpose(1, 2).reshape(x.shape)
+        return self.out_proj(out)
+
+
+def hf_available() -> Tuple[bool, str]:
+    try:
+        from transformers.models.longformer import modeling_longformer  # noqa: F401
+    except Exception as error:  # ImportError, or OSError from a broken torchaudio beside it
+        return False, f"transformers' Longformer does not import: {type(error).__name__}: {error}"
+    return True, ""
+
+
+def build_contender(case: Case, device: torch.device, dtype: torch.dtype,
+                    weights: Dict[str, Tuple[Tensor, Tensor]], is_global: Tensor
+                    ) -> Tuple[nn.Module, Callable[[Tensor], Tensor]]:
+    """(module, f) where f maps hidden states (B, N, C) to (B, N, C) for this case's length."""
+    glob = is_global if bool(is_global.any()) else None
+    if case.impl == "dense":
+        module = DenseSDPASelfAttention(case.hidden, case.heads)
+        for name in PROJECTIONS:
+            _load(getattr(module, name), weights[name])
+        module = module.to(device, dtype)
+        mask = dense_pattern_mask(is_global.shape[1], case.window, is_global)
+        return module, lambda x: module(x, mask, glob)
+    if case.impl in ("torch", "triton"):
+        config = LongformerLayerConfig(AttentionPattern(window=case.window), impl=case.impl)
+        module = LongformerSelfAttention(case.hidden, case.heads, config)
+        for name in PROJECTIONS:
+            _load(getattr(module, name), weights[name])
+        module = module.to(device, dtype)
+        masks = AttentionMasks(padding=None, is_global=is_global)
+        return module, lambda x: module(x.transpose(0, 1), key_padding_mask=masks)[0].transpose(0, 1)
+    if case.impl == "hf":
+        from transformers.models.longformer import modeling_longformer as hf
+
+        config = hf.LongformerConfig(
+            hidden_size=case.hidden, num_attention_heads=case.heads, num_hidden_layers=1,
+            attention_window=[2 * case.window], attention_probs_dropout_prob=0.0,
+        )
+        module = nn.ModuleDict({"self": hf.LongformerSelfAttention(config, layer_id=0),
+                                "dense": nn.Linear(case.hidden, case.hidden)})
+        hf_names = ("query", "key", "value", "query_global", "key_global", "value_global")
+        for ours, theirs in zip(PROJECTIONS, hf_names):
+            _load(getattr(module["self"], theirs), weights[ours])
+        _load(module["dense"], weights["out_proj"])
+        module = module.to(device, dtype)
+        # the mask as LongformerModel hands it to its layers (transformers 5.x): < 0 padding,
+        # 0 local, > 0 global, and the three flags LongformerEncoder derives from it once
+        hf_mask = torch.zeros(is_global.shape, dtype=dtype, device=device)
+        hf_mask = hf_mask.masked_fill(is_global, torch.finfo(dtype).max)
+        flags = dict(is_index_masked=hf_mask < 0, is_index_global_attn=hf_mask > 0,
+                     is_global_attn=glob is not None)
+        return module, lambda x: module["dense"](module["self"](x, attention_mask=hf_mask, **flags)[0])
+    raise ValueError(f"unknown contender {case.impl!r}; expected one of {CONTENDERS}")
+
+
+def unavailable_reason(case: Case) -> Optional[str]:
+    """Why this contender cannot run this case here, or None."""
+    if case.impl == "triton" and case.device != "cuda":
+        return "triton needs CUDA"
+    if case.impl == "hf":
+        ok, why = hf_available()
+        if not ok:
+            return why
+        if case.length % (2 * case.window):
+            return f"HF needs N to be a multiple of its window 2w = {2 * case.window}"
+    if case.global_tokens > case.length:
+        return "more global tokens than positions"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Measuring
+# ----------------------------------------------------------------------------------------------
+def _status_kb(field_name: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field_name} not in /proc/self/status")
+
+
+class CpuPeakMemory:
+    """Peak resident memory of a block of code, above the level just before it (see MEMORY_HELP)."""
+
+    def __init__(self):
+        try:
+            self._libc = ctypes.CDLL("libc.so.6")
+        except OSError:
+            self._libc = None
+        self.method = "VmHWM reset via /proc/self/clear_refs"
+
+    def _settle(self) -> int:
+        gc.collect()
+        if self._libc is not None:
+            self._libc.malloc_trim(0)  # give freed heap pages back, so they are not counted as free
+        try:
+            with open("/proc/self/clear_refs", "w") as clear:
+                clear.write("5")  # "5" resets the peak-RSS counter to the current RSS
+        except OSError:
+            self.method = "VmHWM since process start (clear_refs not writable): an upper bound"
+        return _status_kb("VmRSS")
+
+    def __enter__(self):
+        self.start_kb = self._settle()
+        return self
+
+    def __exit__(self, *exc):
+        self.peak_mb = max(0, _status_kb("VmHWM") - self.start_kb) / 1024
+
+
+class CudaPeakMemory:
+    def __enter__(self):
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        self.start = torch.cuda.memory_allocated()
+        self.method = "torch.cuda.max_memory_allocated"
+        return self
+
+    def __exit__(self, *exc):
+        torch.cuda.synchronize()
+        self.peak_mb = (torch.cuda.max_memory_allocated() - self.start) / 2 ** 20
+
+
+def _inputs(case: Case, length: int, device, dtype):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(case.batch, length, case.hidden, generator=gen).to(device, dtype)
+    grad_out = torch.randn(case.batch, length, case.hidden, generator=gen).to(device, dtype)
+    is_global = torch.zeros(case.batch, length, dtype=torch.bool, device=device)
+    is_global[:, :case.global_tokens] = True  # leading tokens, as [CLS] or a question would be
+    return x, grad_out, is_global
+
+
+def _fingerprint(out: Tensor, global_tokens: int) -> List[float]:
+    """A few output values (global rows, a local row next to them, the middle, the end)."""
+    length = out.shape[1]
+    rows = sorted({0, min(global_tokens, length - 1), length // 2, length - 1})
+    return out[0, rows, :8].double().flatten().tolist()
+
+
+def _tune_malloc_for_measuring() -> bool:
+    """glibc: serve every allocation of 64 KiB or more by its own mmap, returned to the kernel
+    when freed. Without this, glibc's dynamic threshold keeps freed blocks of up to 32 MiB in its
+    heaps, and the peak resident set depends on how earlier blocks happened to be reused (runs of
+    the same case differed by 30 MB); with it, resident memory follows the live blocks."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from malloc.h
+    return bool(libc.mallopt(m_mmap_threshold, 64 * 1024)) and bool(libc.mallopt(m_trim_threshold, 128 * 1024))
+
+
+def measure(case: Case, phases=("memory", "time")) -> Result:
+    """Run one case in this process: peak memory and/or time. On CPU ``run_case`` runs the two
+    phases in separate fresh processes, because measuring memory tunes the allocator in a way
+    that would change the timings (more page faults)."""
+    result = Result(case)
+    device, dtype = torch.device(case.device), getattr(torch, case.dtype)
+    torch.set_num_threads(case.threads)
+    torch.manual_seed(0)
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    peak = CudaPeakMemory if cuda else CpuPeakMemory
+    weights = shared_weights(case.hidden)
+
+    def fwd(f, x):
+        with torch.no_grad():
+            out = f(x)
+        sync()
+        return out
+
+    def fwd_bwd(module, f, x, grad_out):
+        for p in module.parameters():
+            p.grad = None  # as optimizer.zero_grad(set_to_none=True) leaves them
+        x = x.detach().requires_grad_()
+        out = f(x)
+        out.backward(grad_out)
+        sync()
+        return out
+
+    # warm-up at a small length (library initialisation, thread pools, kernel compilation)
+    small = min(case.length, 2 * case.window)  # 2w: the smallest length HF accepts
+    x, grad_out, is_global = _inputs(case, small, device, dtype)
+    module, f = build_contender(case, device, dtype, weights, is_global)
+    fwd_bwd(module, f, x, grad_out)
+    del module, f, x, grad_out, is_global
+
+    x, grad_out, is_global = _inputs(case, case.length, device, dtype)
+    module, f = build_contender(case, device, dtype, weights, is_global)
+    if "memory" in phases:
+        with peak() as meter:
+            out = fwd(f, x)
+        result.peak_fwd_mb = meter.peak_mb
+        result.fingerprint = _fingerprint(out, case.global_tokens)
+        del out
+        with peak() as meter:
+            fwd_bwd(module, f, x, grad_out)
+        result.peak_fwd_bwd_mb = meter.peak_mb
+        result.note = meter.method
+    if "time" not in phases:
+        return result
+
+    start = time.perf_counter()
+    fwd_bwd(module, f, x, grad_out)
+    first = time.perf_counter() - start
+    if first > case.time_cap:
+        result.status, result.fwd_bwd_ms = "too_slow", first * 1e3
+        result.note = f"one forward+backward took {first:.1f} s > --time-cap {case.time_cap:g} s"
+        return result
+    # one more warm-up, then alternate forward and forward+backward
+    fwd(f, x)
+    for _ in range(case.repeats):
+        start = time.perf_counter()
+        fwd(f, x)
+        result.fwd_ms_all.append((time.perf_counter() - start) * 1e3)
+        start = time.perf_counter()
+        fwd_bwd(module, f, x, grad_out)
+        result.fwd_bwd_ms_all.append((time.perf_counter() - start) * 1e3)
+    result.fwd_ms = statistics.median(result.fwd_ms_all)
+    result.fwd_bwd_ms = statistics.median(result.fwd_bwd_ms_all)
+    return result
+
+
+def _is_oom(error: BaseException) -> bool:
+    text = str(error).lower()
+    return (isinstance(error, MemoryError) or "out of memory" in text or "can't allocate memory" in text
+            or "cannot allocate memory" in text or "not enough memory" in text)
+
+
+def _measure_guarded(case: Case, phases=("memory", "time")) -> Result:
+    try:
+        return measure(case, phases)
+    except Exception as error:  # noqa: BLE001 (every failure becomes a recorded entry)
+        if _is_oom(error):
+            return Result(case, status="oom", note=f"{type(error).__name__}: {str(error)[:200]}")
+        return Result(case, status="error", note=traceback.format_exc(limit=3)[-600:])
+
+
+def _child(case: Case, phases, connection) -> None:
+    if case.memory_limit_mb:
+        # Cap the address space so that an oversized case fails with an allocation error here
+        # instead of pushing the machine into the OOM killer.
+        limit = _status_kb("VmSize") * 1024 + int(case.memory_limit_mb * 2 ** 20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if "memory" in phases:
+        _tune_malloc_for_measuring()
+    connection.send(_measure_guarded(case, phases))
+    connection.close()
+
+
+def _run_forked(case: Case, phases, hard_timeout: float) -> Result:
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(case, phases, send), daemon=True)
+    process.start()
+    send.close()
+    try:
+        if receive.poll(hard_timeout):
+            result = receive.recv()
+        else:
+            result = Result(case, status="too_slow", note=f"killed after {hard_timeout:.0f} s")
+    except EOFError:
+        process.join(5)
+        code = process.exitcode
+        status = "oom" if code == -9 else "error"
+        result = Result(case, status=status, note=f"worker died with exit code {code}"
+                        + (" (SIGKILL: out of memory?)" if code == -9 else ""))
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join()
+        receive.close()
+    return result
+
+
+def run_case(case: Case, hard_timeout: Optional[float] = None) -> Result:
+    """Measure a case. On CPU: memory in one forked child and time in another (fresh memory
+    counters and allocator state, crash isolation); on CUDA in this process (CUDA does not
+    survive fork)."""
+    reason = unavailable_reason(case)
+    if reason:
+        return Result(case, status="n/a", note=reason)
+    if case.device == "cuda":
+        result = _measure_guarded(case)
+        torch.cuda.empty_cache()
+        return result
+    if hard_timeout is None:
+        hard_timeout = case.time_cap * (2 * case.repeats + 4) + 120
+    memory = _run_forked(case, ("memory",), hard_timeout)
+    if memory.status != "ok":
+        return memory
+    result = _run_forked(case, ("time",), hard_timeout)
+    result.peak_fwd_mb, result.peak_fwd_bwd_mb = memory.peak_fwd_mb, memory.peak_fwd_bwd_mb
+    result.fingerprint = memory.fingerprint
+    if result.status == "ok":
+        result.note = memory.note
+    return result
+
+
+def default_memory_limit_mb(fraction: float = 0.6) -> Optional[float]:
+    """A share of the memory available now (Linux), for the forked workers' address-space cap."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024 * fraction
+    except OSError:
+        pass
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Ratios and reporting
+# ----------------------------------------------------------------------------------------------
+def _ratio(numerator, denominator) -> Optional[float]:
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def add_ratios(results: List[Result]) -> List[dict]:
+    """JSON rows with speedups (baseline time / time) and memory ratios (memory / baseline
+    memory) against HF and dense measured in the same run, and the output agreement."""
+    rows = [r.to_json() for r in results]
+    by_key = {(r["impl"], r["length"], r["global_tokens"]): r for r in rows}
+    for row in rows:
+        key = (row["length"], row["global_tokens"])
+        fingerprints = [other["fingerprint"] for other in rows
+                        if (other["length"], other["global_tokens"]) == key and other["fingerprint"]
+                        and other is not row]
+        row["max_abs_diff_vs_others"] = (
+            max(max(abs(a - b) for a, b in zip(row["fingerprint"], other)) for other in fingerprints)
+            if row["fingerprint"] and fingerprints else None)
+        row["ratios"] = {}
+        ok = row["status"] == "ok"
+        for base in ("hf", "dense"):
+            other = by_key.get((base, *key))
+            base_ok = other is not None and other["status"] == "ok"
+            row["ratios"][f"fwd_speedup_vs_{base}"] = _ratio(other["fwd_ms"], row["fwd_ms"]) if ok and base_ok else None
+            row["ratios"][f"fwd_bwd_speedup_vs_{base}"] = (
+                _ratio(other["fwd_bwd_ms"], row["fwd_bwd_ms"]) if ok and base_ok else None)
+            has_memory = other is not None and other["peak_fwd_bwd_mb"] is not None and row["peak_fwd_bwd_mb"] is not None
+            row["ratios"][f"peak_fwd_bwd_mem_ratio_vs_{base}"] = (
+                _ratio(row["peak_fwd_bwd_mb"], other["peak_fwd_bwd_mb"]) if has_memory else None)
+            row["ratios"][f"peak_fwd_mem_ratio_vs_{base}"] = (
+                _ratio(row["peak_fwd_mb"], other["peak_fwd_mb"]) if has_memory else None)
+    return rows
+
+
+def _fmt(value, spec="{:.0f}", none="-") -> str:
+    return none if value is None else spec.format(value)
+
+
+def format_table(rows: List[dict]) -> str:
+    """One block per global-token count: a line per (length, contender)."""
+    header = (f"{'N':>6} {'impl':>6} {'status':>8} {'fwd ms':>9} {'fwd+bwd ms':>11} {'fwd MB':>8} "
+              f"{'f+b MB':>8} {'xHF f+b':>8} {'xDense f+b':>10} {'mem/HF':>7} {'mem/dense':>9} {'|diff|':>8}")
+    lines = []
+    for global_tokens in sorted({r["global_tokens"] for r in rows}):
+        lines.append(f"\nglobal tokens: {global_tokens}   (xHF, xDense: speedup = their time / this time; "
+                     "mem/HF, mem/dense: this peak / their peak, forward+backward)")
+        lines.append(header)
+        lines.append("-" * len(header))
+        for row in sorted((r for r in rows if r["global_tokens"] == global_tokens),
+                          key=lambda r: (r["length"], CONTENDERS.index(r["impl"]))):
+            ratios = row["ratios"]
+            status = row["status"] if row["status"] != "too_slow" else "slow"
+            lines.append(
+                f"{row['length']:>6} {row['impl']:>6} {status:>8} {_fmt(row['fwd_ms']):>9} "
+                f"{_fmt(row['fwd_bwd_ms']):>11} {_fmt(row['peak_fwd_mb']):>8} {_fmt(row['peak_fwd_bwd_mb']):>8} "
+                f"{_fmt(ratios['fwd_bwd_speedup_vs_hf'], '{:.2f}'):>8} "
+                f"{_fmt(ratios['fwd_bwd_speedup_vs_dense'], '{:.2f}'):>10} "
+                f"{_fmt(ratios['peak_fwd_bwd_mem_ratio_vs_hf'], '{:.2f}'):>7} "
+                f"{_fmt(ratios['peak_fwd_bwd_mem_ratio_vs_dense'], '{:.2f}'):>9} "
+                f"{_fmt(row['max_abs_diff_vs_others'], '{:.0e}'):>8}")
+    notes = sorted({f"{r['impl']} N={r['length']} G={r['global_tokens']}: {r['status']}: {r['note']}"
+                    for r in rows if r["status"] not in ("ok",)})
+    if notes:
+        lines.append("\n" + "\n".join(notes))
+    return "\n".join(lines)
+
+
+COLORS = {"dense": "tab:red", "torch": "tab:blue", "triton": "tab:green", "hf": "tab:orange"}
+LABELS = {"dense": "full attention (SDPA, dense mask)", "torch": "ours, PyTorch",
+          "triton": "ours, Triton", "hf": "Hugging Face Longformer"}
+
+
+def plot(rows: List[dict], path: str, title: str) -> None:
+    """Two log-log panels, time and peak memory against N, forward+backward (solid: no global
+    tokens; dashed: with global tokens) and forward only (thin dotted)."""
+    import logging
+
+    for name in ("matplotlib", "PIL"):  # a DEBUG root logger would print their font search
+        logging.getLogger(name).setLevel(logging.WARNING)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    figure, (time_axis, memory_axis) = plt.subplots(1, 2, figsize=(13, 5))
+    global_counts = sorted({r["global_tokens"] for r in rows})
+    styles = ["-", "--", "-.", ":"]
+    for impl in CONTENDERS:
+        for index, global_tokens in enumerate(global_counts):
+            series = sorted((r for r in rows if r["impl"] == impl and r["global_tokens"] == global_tokens
+                             and r["status"] in ("ok", "too_slow")), key=lambda r: r["length"])
+            if not series:
+                continue
+            style = styles[index % len(styles)]
+            label = f"{LABELS[impl]}, {global_tokens} global"
+            lengths = [r["length"] for r in series]
+            for axis, key, fwd_key in ((time_axis, "fwd_bwd_ms", "fwd_ms"),
+                                       (memory_axis, "peak_fwd_bwd_mb", "peak_fwd_mb")):
+                values = [r[key] for r in series]
+                points = [(n, v) for n, v in zip(lengths, values) if v is not None]
+                if points:
+                    axis.plot(*zip(*points), style, marker="o", color=COLORS[impl], label=label)
+                fwd = [(n, r[fwd_key]) for n, r in zip(lengths, series) if r[fwd_key] is not None]
+                if fwd and index == 0:
+                    axis.plot(*zip(*fwd), ":", linewidth=1, color=COLORS[impl], alpha=0.6)
+            for r in series:
+                if r["status"] == "too_slow" and r["fwd_bwd_ms"] is not None:
+                    time_axis.plot(r["length"], r["fwd_bwd_ms"], "x", color=COLORS[impl], markersize=10)
+            failed = [r for r in rows if r["impl"] == impl and r["global_tokens"] == global_tokens
+                      and r["status"] == "oom"]
+            for r in failed:
+                memory_axis.annotate("OOM", (r["length"], max(v["peak_fwd_bwd_mb"] or 1 for v in series)),
+                                     color=COLORS[impl], fontsize=8)
+    lengths = sorted({r["length"] for r in rows})
+    for axis, ylabel in ((time_axis, "time per call (ms)"), (memory_axis, "peak memory (MB)")):
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xticks(lengths, [str(n) for n in lengths])
+        axis.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
+        axis.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        axis.set_xlabel("sequence length N")
+        axis.set_ylabel(ylabel)
+        axis.grid(True, which="both", alpha=0.3)
+    time_axis.set_title("time: forward+backward (forward only: dotted, no global tokens)")
+    memory_axis.set_title("peak memory: forward+backward (forward only: dotted, no global tokens)")
+    time_axis.legend(fontsize=7, loc="upper left")
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The shape of the paper's Table 5 (MLM BPC when continuing RoBERTa as Longformer), in small,
+# on CPU, in one command (about 15-25 minutes on two shared cores):
+#
+#   bash recipes/table5_small.sh                   # results in checkpoints/table5_small/
+#   OUT=/tmp/t5 LENGTH=16 ROBERTA_UPDATES=4000 bash recipes/table5_small.sh   # faster, weaker copy
+#   bash recipes/table5_small.sh --help            # every flag of fairseq_longformer/cli/table5.py
+#
+# Steps (fairseq_longformer/cli/table5.py has the details): tokenize the bundled KJV corpus
+# with a small sentencepiece BPE model (every 10th book held out); pretrain a small RoBERTa with
+# stock fairseq on blocks of LENGTH tokens; convert it with longformer-convert-roberta to
+# 4 x LENGTH positions (window w = LENGTH / 2, one-sided) with random and with copied positions;
+# continue MLM pretraining (scored after SHORT_UPDATES and LONG_UPDATES) and train only the new
+# positions (FROZEN_UPDATES); score every model on the held-out books.
+#
+# Environment variables (unset: the module's default, shown here):
+#   OUT=checkpoints/table5_small   work folder, recreated; table5.md, table5.json, logs/ there
+#   LENGTH=32                      RoBERTa's block length; Longformer's is 4 x LENGTH
+#   LAYERS=2 DIM=64 HEADS=4        model size (FFN 4 x DIM)
+#   TOKENIZER=sentencepiece VOCAB=256
+#   BATCH_TOKENS=1024              token positions per update, every run:
+#                                  RoBERTa 32 x 32 = Longformer 128 x 8 = 1,024
+#   ROBERTA_UPDATES=8000 SHORT_UPDATES=250 LONG_UPDATES=2000 FROZEN_UPDATES=250
+#   THREADS=1                      intra-op threads per process (more is slower on a shared box)
+#   PYTHON=<repo>/.venv/bin/python when it exists, else python3
+# Extra arguments go to the module last. Exit status 1 when the table lacks the paper's shape
+# (copy far closer to RoBERTa than random, continued pretraining better than the copy).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x "$REPO/.venv/bin/python" ]]; then PYTHON="$REPO/.venv/bin/python"; else PYTHON=python3; fi
+fi
+
+ARGS=(--out "${OUT:-checkpoints/table5_small}")
+add() {  # add FLAG VALUE when VALUE is set
+  if [[ -n "$2" ]]; then ARGS+=("$1" "$2"); fi
+}
+add --length "${LENGTH:-}"
+add --layers "${LAYERS:-}"
+add --dim "${DIM:-}"
+add --heads "${HEADS:-}"
+add --tokenizer "${TOKENIZER:-}"
+add --vocab "${VOCAB:-}"
+add --batch-tokens "${BATCH_TOKENS:-}"
+add --roberta-updates "${ROBERTA_UPDATES:-}"
+add --short-updates "${SHORT_UPDATES:-}"
+add --long-updates "${LONG_UPDATES:-}"
+add --frozen-updates "${FROZEN_UPDATES:-}"
+add --threads "${THREADS:-}"
+
+cd "$REPO"
+exec "$PYTHON" -m fairseq_longformer.cli.table5 "${ARGS[@]}" "$@"
