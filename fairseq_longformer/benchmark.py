@@ -26,7 +26,6 @@ memory before the call.
 """
 import ctypes
 import gc
-import math
 import multiprocessing
 import os
 import resource
@@ -95,6 +94,7 @@ class Result:
     peak_fwd_mb: Optional[float] = None
     peak_fwd_bwd_mb: Optional[float] = None
     fingerprint: Optional[List[float]] = None
+    busy_cores_before: Optional[float] = None  # other work on the machine just before timing
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -436,10 +436,43 @@ def _run_forked(case: Case, phases, hard_timeout: float) -> Result:
     return result
 
 
-def run_case(case: Case, hard_timeout: Optional[float] = None) -> Result:
+def busy_cores(interval: float = 1.0) -> Optional[float]:
+    """How many CPU cores the machine kept busy over the next ``interval`` seconds (Linux
+    /proc/stat), or None. Called while this benchmark computes nothing, it is the other work on
+    the machine, which would distort the timings."""
+    def sample():
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])
+    try:
+        busy0, total0 = sample()
+        time.sleep(interval)
+        busy1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    if total1 == total0:
+        return None
+    return (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
+
+
+def wait_until_quiet(below: float, max_wait: float) -> Optional[float]:
+    """Wait (at most ``max_wait`` seconds) until the machine's other work uses fewer than
+    ``below`` cores; returns the last measurement."""
+    deadline = time.time() + max_wait
+    busy = busy_cores()
+    while busy is not None and busy >= below and time.time() < deadline:
+        time.sleep(5)
+        busy = busy_cores()
+    return busy
+
+
+def run_case(case: Case, hard_timeout: Optional[float] = None, quiet_below: float = 0.5,
+             quiet_wait: float = 0.0) -> Result:
     """Measure a case. On CPU: memory in one forked child and time in another (fresh memory
-    counters and allocator state, crash isolation); on CUDA in this process (CUDA does not
-    survive fork)."""
+    counters and allocator state, crash isolation), the timing after waiting up to
+    ``quiet_wait`` seconds for the machine's other work to fall below ``quiet_below`` cores; on
+    CUDA in this process (CUDA does not survive fork)."""
     reason = unavailable_reason(case)
     if reason:
         return Result(case, status="n/a", note=reason)
@@ -452,7 +485,9 @@ def run_case(case: Case, hard_timeout: Optional[float] = None) -> Result:
     memory = _run_forked(case, ("memory",), hard_timeout)
     if memory.status != "ok":
         return memory
+    busy = wait_until_quiet(quiet_below, quiet_wait)
     result = _run_forked(case, ("time",), hard_timeout)
+    result.busy_cores_before = busy
     result.peak_fwd_mb, result.peak_fwd_bwd_mb = memory.peak_fwd_mb, memory.peak_fwd_bwd_mb
     result.fingerprint = memory.fingerprint
     if result.status == "ok":
@@ -517,11 +552,12 @@ def _fmt(value, spec="{:.0f}", none="-") -> str:
 def format_table(rows: List[dict]) -> str:
     """One block per global-token count: a line per (length, contender)."""
     header = (f"{'N':>6} {'impl':>6} {'status':>8} {'fwd ms':>9} {'fwd+bwd ms':>11} {'fwd MB':>8} "
-              f"{'f+b MB':>8} {'xHF f+b':>8} {'xDense f+b':>10} {'mem/HF':>7} {'mem/dense':>9} {'|diff|':>8}")
+              f"{'f+b MB':>8} {'xHF f+b':>8} {'xDense f+b':>10} {'mem/HF':>7} {'mem/dense':>9} {'|diff|':>8} {'busy':>5}")
     lines = []
     for global_tokens in sorted({r["global_tokens"] for r in rows}):
         lines.append(f"\nglobal tokens: {global_tokens}   (xHF, xDense: speedup = their time / this time; "
-                     "mem/HF, mem/dense: this peak / their peak, forward+backward)")
+                     "mem/HF, mem/dense: this peak / their peak, forward+backward; |diff|: largest output "
+                     "difference to the other contenders; busy: cores used by other work just before timing)")
         lines.append(header)
         lines.append("-" * len(header))
         for row in sorted((r for r in rows if r["global_tokens"] == global_tokens),
@@ -535,7 +571,8 @@ def format_table(rows: List[dict]) -> str:
                 f"{_fmt(ratios['fwd_bwd_speedup_vs_dense'], '{:.2f}'):>10} "
                 f"{_fmt(ratios['peak_fwd_bwd_mem_ratio_vs_hf'], '{:.2f}'):>7} "
                 f"{_fmt(ratios['peak_fwd_bwd_mem_ratio_vs_dense'], '{:.2f}'):>9} "
-                f"{_fmt(row['max_abs_diff_vs_others'], '{:.0e}'):>8}")
+                f"{_fmt(row['max_abs_diff_vs_others'], '{:.0e}'):>8} "
+                f"{_fmt(row['busy_cores_before'], '{:.1f}'):>5}")
     notes = sorted({f"{r['impl']} N={r['length']} G={r['global_tokens']}: {r['status']}: {r['note']}"
                     for r in rows if r["status"] not in ("ok",)})
     if notes:

@@ -24,7 +24,8 @@
 #   THREADS=1                      intra-op threads per process (more is slower on a shared box)
 #   PYTHON=<repo>/.venv/bin/python when it exists, else python3
 # Extra arguments go to the module last. Exit status 1 when the table lacks the paper's shape
-# (copy far closer to RoBERTa than random, continued pretraining better than the copy).
+# (copy closer to RoBERTa than random, 5x closer without the tile-start tokens; continued
+# pretraining better than the copy): see REQUIRED_CHECKS in fairseq_longformer/cli/table5.py.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -60,6 +60,13 @@ def parse_args(argv=None):
     parser.add_argument("--time-cap", type=float, default=None,
                         help="seconds one forward+backward may take before the case counts as too "
                              "slow (default 60 on CPU, 30 on CUDA)")
+    parser.add_argument("--quiet-wait", type=float, default=0.0,
+                        help="CPU: before timing a case, wait up to this many seconds for other "
+                             "work on the machine to use fewer than --quiet-below cores (default 0: "
+                             "do not wait). The busy cores seen before each timing are recorded in "
+                             "the JSON either way.")
+    parser.add_argument("--quiet-below", type=float, default=0.5,
+                        help="cores of other work below which the machine counts as quiet (default 0.5)")
     parser.add_argument("--memory-limit-gb", type=float, default=None,
                         help="CPU: address-space headroom of each worker process, so that an "
                              "oversized case fails as OOM instead of starving the machine "
@@ -128,7 +135,7 @@ def main(argv=None) -> int:
                 result = benchmark.Result(case, status=previous.status,
                                           note=f"skipped: {previous.status} already at N={previous.case.length}")
             else:
-                result = benchmark.run_case(case)
+                result = benchmark.run_case(case, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
                 if result.status in ("oom", "too_slow"):
                     given_up[(case.impl, case.global_tokens)] = result
             if result.status not in ("ok", "n/a"):
