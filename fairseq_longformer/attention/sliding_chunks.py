@@ -11,10 +11,9 @@ How it works:
   * Global keys. Every query also attends to the G global keys (local projections): they are G
     more columns of every window's scores, (windows, c, G), under the same softmax. Global keys
     are kept out of the band, so each is counted once.
-  * Memory. ``_BandAttention`` is an autograd.Function that keeps only q, k, v and each row's
-    log-sum-exp, and recomputes scores and probabilities in backward (as FlashAttention does):
-    autograd holds O(N * D), not O(N * L). Not even the output is kept: the softmax backward's
-    rowsum(dO * O) is computed as rowsum(P * dP) from the recomputed blocks.
+  * Memory. ``_BandAttention`` is an autograd.Function that keeps only q, k, v, the output and
+    each row's log-sum-exp, and recomputes scores and probabilities in backward (as
+    FlashAttention does): autograd holds O(N * D), not O(N * L).
   * Speed. Windows are processed a group at a time, the group sized so that its score blocks
     stay in cache (``GROUP_SCORES``), every step writing into buffers allocated once per call
     (fresh large allocations cost page faults on CPU). The additive bias (0 or -inf) for the
@@ -96,8 +95,9 @@ class _BandLayout:
 
     def queries(self, x: Tensor) -> Tensor:
         """(B, H, M, D) -> (S * nb, c, D), zero padded."""
-        out = x.new_zeros(self.batch, self.heads, self.padded, self.head_dim)
+        out = x.new_empty(self.batch, self.heads, self.padded, self.head_dim)
         out[:, :, :self.length] = x
+        out[:, :, self.length:] = 0
         return out.view(self.windows, self.chunk, self.head_dim)
 
     def unqueries(self, x: Tensor) -> Tensor:
@@ -106,7 +106,11 @@ class _BandLayout:
 
     def keys(self, x: Tensor) -> Tensor:
         """(B, H, M, D) -> the flat (rows, D) key buffer."""
-        flat = x.new_zeros(self.rows, self.head_dim)
+        flat = x.new_empty(self.rows, self.head_dim)
+        start, end = self.before, self.before + self.slices * self.padded
+        flat[:start] = 0
+        flat[end:] = 0
+        flat[start:end].view(self.slices, self.padded, self.head_dim)[:, self.length:] = 0
         self.unkeys(flat).copy_(x)
         return flat
 
@@ -243,12 +247,12 @@ class _BandAttention(torch.autograd.Function):
                 out[start:end].baddbmm_(global_block, v_glob)
 
         ctx.layout, ctx.scale, ctx.has_global = layout, scale, glob is not None
-        ctx.save_for_backward(q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, lse)
+        ctx.save_for_backward(q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse)
         return layout.unqueries(out)
 
     @staticmethod
     def backward(ctx, grad_out):
-        q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, lse = ctx.saved_tensors
+        q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse = ctx.saved_tensors
         layout, scale = ctx.layout, ctx.scale
         scale2 = scale * _LOG2_E
         k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
@@ -257,15 +261,14 @@ class _BandAttention(torch.autograd.Function):
         if ctx.has_global:
             glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
 
-        grad_chunks = torch.zeros_like(q_chunks)
-        layout.unqueries(grad_chunks).copy_(grad_out)
+        grad_chunks = layout.queries(grad_out)
 
         grad_q = torch.empty_like(q_chunks)
         grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
         grad_k_blocks = grad_k.view(-1, layout.chunk, layout.head_dim)
         grad_v_blocks = grad_v.view(-1, layout.chunk, layout.head_dim)
         probs = q_chunks.new_empty(layout.group, layout.chunk, layout.width)
-        grad_scores, product = torch.empty_like(probs), torch.empty_like(probs)
+        grad_scores = torch.empty_like(probs)
         windows = q_chunks.new_empty(layout.group, layout.width, layout.head_dim)
         delta = q_chunks.new_empty(layout.group, layout.chunk, 1)
         if glob:
@@ -280,15 +283,14 @@ class _BandAttention(torch.autograd.Function):
             _scores_into(p, band, key_bias[rows], q_chunks[rows], k_windows[rows], scale2)
             p.sub_(lse[rows]).exp2_()
             torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
-            # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O) = rowsum(P * dP)
-            torch.sum(torch.mul(p, ds, out=product[:count]), dim=-1, keepdim=True, out=dlt)
+            # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O)
+            torch.sum(grad_chunks[rows] * out[rows], dim=-1, keepdim=True, out=dlt)
             if glob:
                 index, k_glob, v_glob, bias = glob.of(start, end)
                 gp, gds, gwin = global_probs[:count], global_grad_scores[:count], global_windows[:count]
                 torch.baddbmm(bias, q_chunks[rows], k_glob.transpose(1, 2), alpha=scale2, out=gp)
                 gp.sub_(lse[rows]).exp2_()
                 torch.bmm(grad_chunks[rows], v_glob.transpose(1, 2), out=gds)
-                dlt.add_((gp * gds).sum(dim=-1, keepdim=True))
             torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
             _fold(grad_v_blocks, win, start, layout.blocks)
             ds.sub_(dlt).mul_(p)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import AttentionMasks, AttentionPattern, longformer_attention
+from ..attention.pattern import default_scale
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,50 @@ class LongformerSelfAttention(nn.Module):
         length, batch, _ = x.shape
         return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
 
+    def _global_rows(self, x: Tensor, is_global: Tensor, padding: Optional[Tensor]):
+        """The output rows of the global tokens: attention over every non-padding key with the
+        global projections, computed through the weights instead of through K_g and V_g.
+
+        With Kg = X Wk^T + bk and Vg = X Wv^T + bv per head, softmax(qg Kg^T) Vg equals
+        softmax((qg Wk) X^T + qg.bk) (P X) Wv^T + bv, because each row of P sums to 1. That costs
+        O(H G N C) for G global tokens instead of the O(N C^2) of projecting all N tokens twice:
+        8 global tokens, 12 heads and C = 768 need 8x fewer flops, and nothing of size N x C is
+        kept for backward. Same function, same parameters used (qg.bk only shifts a row's scores,
+        as in the unfactorised form where its gradient is likewise zero up to rounding).
+
+        x: (N, B, C); is_global, padding: (B, N) bool. Returns positions (K,), batch rows (K,)
+        and values (K, C) for the K global tokens.
+        """
+        heads, head_dim = self.num_heads, self.head_dim
+        batch = x.shape[1]
+        rows, positions = is_global.nonzero(as_tuple=True)  # by batch row, then position
+        counts = is_global.sum(dim=1)
+        slots = torch.arange(rows.numel(), device=x.device) - (torch.cumsum(counts, 0) - counts)[rows]
+        most = int(counts.max())
+        # (B, G, H, D) scaled global queries; empty slots (rows with fewer global tokens) stay 0
+        q_rows = self.q_global_proj(x[positions, rows]) * default_scale(head_dim)
+        queries = q_rows.new_zeros(batch, most, heads, head_dim)
+        queries[rows, slots] = q_rows.view(-1, heads, head_dim)
+        # scores and softmax in fp32 whatever the input dtype, as in every attention path
+        compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+        keys_in = x.transpose(0, 1).to(compute)  # (B, N, C), a view when x is fp32
+        queries = queries.to(compute)
+        w_key = self.k_global_proj.weight.to(compute).view(heads, head_dim, -1)
+        folded = torch.einsum("bghd,hdc->bhgc", queries, w_key).reshape(batch, heads * most, -1)
+        scores = torch.bmm(folded, keys_in.transpose(1, 2)).view(batch, heads, most, -1)
+        if self.k_global_proj.bias is not None:
+            bias = self.k_global_proj.bias.to(compute).view(heads, head_dim)
+            scores = scores + torch.einsum("bghd,hd->bhg", queries, bias).unsqueeze(-1)
+        if padding is not None:
+            scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))  # own key is valid
+        probs = torch.softmax(scores, dim=-1).view(batch, heads * most, -1)
+        mixed = torch.bmm(probs, keys_in).view(batch, heads, most, -1)  # (B, H, G, C) = P X
+        w_value = self.v_global_proj.weight.to(compute).view(heads, head_dim, -1)
+        values = torch.einsum("bhgc,hdc->bghd", mixed, w_value)
+        if self.v_global_proj.bias is not None:
+            values = values + self.v_global_proj.bias.to(compute).view(heads, head_dim)
+        return positions, rows, values[rows, slots].reshape(-1, self.embed_dim).to(x.dtype)
+
     def forward(
         self,
         query: Tensor,
@@ -90,16 +135,21 @@ class LongformerSelfAttention(nn.Module):
         # (One matmul on the stacked q/k/v weights was measured too: no faster on CPU, and it
         # keeps the stacked weight and its gradient as extra memory.)
         q, k, v = (self._heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
-        q_g = k_g = v_g = None
-        if is_global is not None:
-            k_g, v_g = self._heads(self.k_global_proj(x)), self._heads(self.v_global_proj(x))
-            # Only the rows of global tokens of q_g are ever read: project just those rows
-            # (G of N) and leave the rest zero, instead of a full (N, C) x (C, C) matmul.
-            rows, positions = is_global.nonzero(as_tuple=True)
-            q_rows = self.q_global_proj(x[positions, rows])
-            q_g = self._heads(x.new_zeros(x.shape).index_put_((positions, rows), q_rows))
-        out = longformer_attention(q, k, v, q_g, k_g, v_g, self.config.pattern, masks, impl=self.config.impl)
+        if is_global is None:
+            out = longformer_attention(q, k, v, None, None, None, self.config.pattern, masks,
+                                       impl=self.config.impl)
+        else:
+            # Local rows attend the global keys with the local projections, in the attention
+            # call. Its global rows are replaced below by rows computed with the global
+            # projections (_global_rows), so it gets detached q, k, v in place of q_g, k_g, v_g:
+            # no K_g, V_g over all N tokens is ever made, and the throw-away rows cost no
+            # autograd memory.
+            stand_ins = (q.detach(), k.detach(), v.detach())
+            out = longformer_attention(q, k, v, *stand_ins, self.config.pattern, masks, impl=self.config.impl)
         out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
+        if is_global is not None:
+            positions, rows, values = self._global_rows(x, is_global, masks.padding_or_none())
+            out = out.index_put((positions, rows), values)
 
         bias = self.out_proj.bias
         if is_global is None and self.training and torch.is_grad_enabled():
