@@ -1,17 +1,20 @@
 """Measure whole self-attention modules: time and peak memory, forward and forward+backward.
 
 Used by ``longformer-bench`` (``fairseq_longformer/cli/bench.py``), the paper's Figure 1 on the
-machine at hand. Every contender is a module from input hidden states (B, N, C) to output
-(B, N, C), projections included, so what is timed is what a layer pays:
+machine at hand. Every contender maps input hidden states (B, N, C) to the heads' attention
+output (B, N, C), q/k/v (and global q/k/v) projections included: the boundary of Hugging Face's
+``LongformerSelfAttention``, whose output projection lives in another module. With
+``output_projection=True`` (``--output-projection``) every contender also ends in the output
+projection, as a whole attention block does.
 
   dense   q/k/v (+ global q/k/v) projections, ``F.scaled_dot_product_attention`` over all N keys
           with a boolean (N, N) mask of the same Longformer pattern (band + global columns);
-          global rows from a second SDPA with the global projections; out_proj.
-  torch   our LongformerSelfAttention with the vectorized PyTorch path (``impl="torch"``).
+          global rows from a second SDPA with the global projections.
+  torch   our LongformerSelfAttention with the vectorized PyTorch path (``impl="torch"``),
+          through ``attend`` (everything before its out_proj).
   triton  the same module with the Triton kernel (CUDA only).
-  hf      Hugging Face's LongformerSelfAttention (transformers), followed by a Linear that plays
-          the part of HF's ``LongformerAttention.output.dense``, so that all contenders end in
-          an output projection.
+  hf      Hugging Face's LongformerSelfAttention (transformers); with the output projection, a
+          Linear plays the part of HF's ``LongformerAttention.output.dense``.
 
 All contenders get identical weights and inputs, so their outputs must agree: each run returns
 a fingerprint of its output and the report gives the largest difference to the others.
@@ -75,6 +78,7 @@ class Case:
     repeats: int = 3
     threads: int = 2
     time_cap: float = 60.0  # seconds for one forward+backward before the case counts as too slow
+    output_projection: bool = False  # end every contender in the output projection too
     memory_limit_mb: Optional[float] = None  # CPU: address-space headroom for the forked process
 
     @property
@@ -147,7 +151,7 @@ class DenseSDPASelfAttention(nn.Module):
     def _split(self, x: Tensor) -> Tensor:
         return x.view(x.shape[0], x.shape[1], self.heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x: Tensor, mask: Tensor, is_global: Optional[Tensor]) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor, is_global: Optional[Tensor], output_projection: bool) -> Tensor:
         q, k, v = (self._split(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, N, D)
         if is_global is not None:
@@ -160,7 +164,7 @@ class DenseSDPASelfAttention(nn.Module):
             glob = F.scaled_dot_product_attention(q_g, k_g, v_g)  # (B, H, G, D)
             out = out.scatter(2, index[:, None, :, None].expand(-1, self.heads, -1, self.head_dim), glob)
         out = out.transpose(1, 2).reshape(x.shape)
-        return self.out_proj(out)
+        return self.out_proj(out) if output_projection else out
 
 
 def hf_available() -> Tuple[bool, str]:
@@ -182,7 +186,7 @@ def build_contender(case: Case, device: torch.device, dtype: torch.dtype,
             _load(getattr(module, name), weights[name])
         module = module.to(device, dtype)
         mask = dense_pattern_mask(is_global.shape[1], case.window, is_global)
-        return module, lambda x: module(x, mask, glob)
+        return module, lambda x: module(x, mask, glob, case.output_projection)
     if case.impl in ("torch", "triton"):
         config = LongformerLayerConfig(AttentionPattern(window=case.window), impl=case.impl)
         module = LongformerSelfAttention(case.hidden, case.heads, config)
@@ -190,7 +194,9 @@ def build_contender(case: Case, device: torch.device, dtype: torch.dtype,
             _load(getattr(module, name), weights[name])
         module = module.to(device, dtype)
         masks = AttentionMasks(padding=None, is_global=is_global)
-        return module, lambda x: module(x.transpose(0, 1), key_padding_mask=masks)[0].transpose(0, 1)
+        if case.output_projection:
+            return module, lambda x: module(x.transpose(0, 1), key_padding_mask=masks)[0].transpose(0, 1)
+        return module, lambda x: module.attend(x.transpose(0, 1), masks).transpose(0, 1)
     if case.impl == "hf":
         from transformers.models.longformer import modeling_longformer as hf
 
@@ -211,7 +217,9 @@ def build_contender(case: Case, device: torch.device, dtype: torch.dtype,
         hf_mask = hf_mask.masked_fill(is_global, torch.finfo(dtype).max)
         flags = dict(is_index_masked=hf_mask < 0, is_index_global_attn=hf_mask > 0,
                      is_global_attn=glob is not None)
-        return module, lambda x: module["dense"](module["self"](x, attention_mask=hf_mask, **flags)[0])
+        if case.output_projection:
+            return module, lambda x: module["dense"](module["self"](x, attention_mask=hf_mask, **flags)[0])
+        return module, lambda x: module["self"](x, attention_mask=hf_mask, **flags)[0]
     raise ValueError(f"unknown contender {case.impl!r}; expected one of {CONTENDERS}")
 
 
@@ -313,72 +321,84 @@ def _tune_malloc_for_measuring() -> bool:
     return bool(libc.mallopt(m_mmap_threshold, 64 * 1024)) and bool(libc.mallopt(m_trim_threshold, 128 * 1024))
 
 
-def measure(case: Case, phases=("memory", "time")) -> Result:
-    """Run one case in this process: peak memory and/or time. On CPU ``run_case`` runs the two
-    phases in separate fresh processes, because measuring memory tunes the allocator in a way
-    that would change the timings (more page faults)."""
-    result = Result(case)
-    device, dtype = torch.device(case.device), getattr(torch, case.dtype)
-    torch.set_num_threads(case.threads)
-    torch.manual_seed(0)
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    peak = CudaPeakMemory if cuda else CpuPeakMemory
-    weights = shared_weights(case.hidden)
+class _Runner:
+    """One contender ready to run at one case's length: module, inputs, and the two calls."""
 
-    def fwd(f, x):
+    def __init__(self, case: Case):
+        self.case = case
+        device, dtype = torch.device(case.device), getattr(torch, case.dtype)
+        torch.set_num_threads(case.threads)
+        torch.manual_seed(0)
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        weights = shared_weights(case.hidden)
+        # warm-up at a small length (library initialisation, thread pools, kernel compilation)
+        small = min(case.length, 2 * case.window)  # 2w: the smallest length HF accepts
+        self.x, self.grad_out, is_global = _inputs(case, small, device, dtype)
+        self.module, self.f = build_contender(case, device, dtype, weights, is_global)
+        self.fwd_bwd()
+        del self.module, self.f, self.x, self.grad_out, is_global
+        self.x, self.grad_out, is_global = _inputs(case, case.length, device, dtype)
+        self.module, self.f = build_contender(case, device, dtype, weights, is_global)
+
+    def fwd(self) -> Tensor:
         with torch.no_grad():
-            out = f(x)
-        sync()
+            out = self.f(self.x)
+        self.sync()
         return out
 
-    def fwd_bwd(module, f, x, grad_out):
-        for p in module.parameters():
+    def fwd_bwd(self) -> Tensor:
+        for p in self.module.parameters():
             p.grad = None  # as optimizer.zero_grad(set_to_none=True) leaves them
-        x = x.detach().requires_grad_()
-        out = f(x)
-        out.backward(grad_out)
-        sync()
+        x = self.x.detach().requires_grad_()
+        out = self.f(x)
+        out.backward(self.grad_out)
+        self.sync()
         return out
 
-    # warm-up at a small length (library initialisation, thread pools, kernel compilation)
-    small = min(case.length, 2 * case.window)  # 2w: the smallest length HF accepts
-    x, grad_out, is_global = _inputs(case, small, device, dtype)
-    module, f = build_contender(case, device, dtype, weights, is_global)
-    fwd_bwd(module, f, x, grad_out)
-    del module, f, x, grad_out, is_global
+    def timed(self, call: str) -> float:
+        """Milliseconds of one ``fwd`` or ``fwd_bwd`` call."""
+        start = time.perf_counter()
+        getattr(self, call)()
+        return (time.perf_counter() - start) * 1e3
 
-    x, grad_out, is_global = _inputs(case, case.length, device, dtype)
-    module, f = build_contender(case, device, dtype, weights, is_global)
+    def first_timing(self) -> Optional[str]:
+        """One forward+backward (timed against --time-cap) and one forward, as warm-up at full
+        length; returns why the case is too slow, or None."""
+        first = self.timed("fwd_bwd")
+        if first > self.case.time_cap * 1e3:
+            return f"one forward+backward took {first / 1e3:.1f} s > --time-cap {self.case.time_cap:g} s"
+        self.fwd()
+        return None
+
+
+def measure(case: Case, phases=("memory", "time")) -> Result:
+    """Run one case in this process: peak memory and/or time. On CPU ``run_case`` measures
+    memory in a fresh process and ``time_side_by_side`` times the contenders in processes of
+    their own, because measuring memory tunes the allocator in a way that would change the
+    timings (more page faults)."""
+    result = Result(case)
+    runner = _Runner(case)
+    cuda = case.device == "cuda"
     if "memory" in phases:
+        peak = CudaPeakMemory if cuda else CpuPeakMemory
         with peak() as meter:
-            out = fwd(f, x)
+            out = runner.fwd()
         result.peak_fwd_mb = meter.peak_mb
         result.fingerprint = _fingerprint(out, case.global_tokens)
         del out
         with peak() as meter:
-            fwd_bwd(module, f, x, grad_out)
+            runner.fwd_bwd()
         result.peak_fwd_bwd_mb = meter.peak_mb
         result.note = meter.method
     if "time" not in phases:
         return result
-
-    start = time.perf_counter()
-    fwd_bwd(module, f, x, grad_out)
-    first = time.perf_counter() - start
-    if first > case.time_cap:
-        result.status, result.fwd_bwd_ms = "too_slow", first * 1e3
-        result.note = f"one forward+backward took {first:.1f} s > --time-cap {case.time_cap:g} s"
+    why = runner.first_timing()
+    if why:
+        result.status, result.note = "too_slow", why
         return result
-    # one more warm-up, then alternate forward and forward+backward
-    fwd(f, x)
     for _ in range(case.repeats):
-        start = time.perf_counter()
-        fwd(f, x)
-        result.fwd_ms_all.append((time.perf_counter() - start) * 1e3)
-        start = time.perf_counter()
-        fwd_bwd(module, f, x, grad_out)
-        result.fwd_bwd_ms_all.append((time.perf_counter() - start) * 1e3)
+        result.fwd_ms_all.append(runner.timed("fwd"))
+        result.fwd_bwd_ms_all.append(runner.timed("fwd_bwd"))
     result.fwd_ms = statistics.median(result.fwd_ms_all)
     result.fwd_bwd_ms = statistics.median(result.fwd_bwd_ms_all)
     return result
@@ -394,21 +414,58 @@ def _measure_guarded(case: Case, phases=("memory", "time")) -> Result:
     try:
         return measure(case, phases)
     except Exception as error:  # noqa: BLE001 (every failure becomes a recorded entry)
-        if _is_oom(error):
-            return Result(case, status="oom", note=f"{type(error).__name__}: {str(error)[:200]}")
-        return Result(case, status="error", note=traceback.format_exc(limit=3)[-600:])
+        return _failure(case, error)
 
 
-def _child(case: Case, phases, connection) -> None:
+def _limit_address_space(case: Case) -> None:
     if case.memory_limit_mb:
         # Cap the address space so that an oversized case fails with an allocation error here
         # instead of pushing the machine into the OOM killer.
         limit = _status_kb("VmSize") * 1024 + int(case.memory_limit_mb * 2 ** 20)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _child(case: Case, phases, connection) -> None:
+    _limit_address_space(case)
     if "memory" in phases:
         _tune_malloc_for_measuring()
     connection.send(_measure_guarded(case, phases))
     connection.close()
+
+
+def _failure(case: Case, error: BaseException) -> Result:
+    if _is_oom(error):
+        return Result(case, status="oom", note=f"{type(error).__name__}: {str(error)[:200]}")
+    return Result(case, status="error", note=traceback.format_exc(limit=3)[-600:])
+
+
+def _timing_worker(case: Case, connection) -> None:
+    """Serve timed calls for one contender: answers None (ready) or a failed Result once set up,
+    then the milliseconds of each "fwd" / "fwd_bwd" it is asked for, until "stop"."""
+    _limit_address_space(case)
+    try:
+        runner = _Runner(case)
+        why = runner.first_timing()
+    except Exception as error:  # noqa: BLE001 (every failure becomes a recorded entry)
+        connection.send(_failure(case, error))
+        return
+    if why:
+        connection.send(Result(case, status="too_slow", note=why))
+        return
+    connection.send(None)
+    while True:
+        call = connection.recv()
+        if call == "stop":
+            return
+        connection.send(runner.timed(call))
+
+
+def _died(case: Case, process) -> Result:
+    process.join(5)
+    code = process.exitcode
+    status = "oom" if code == -9 else "error"
+    return Result(case, status=status, note=f"worker died with exit code {code}"
+                  + (" (SIGKILL: out of memory?)" if code == -9 else ""))
 
 
 def _run_forked(case: Case, phases, hard_timeout: float) -> Result:
@@ -423,11 +480,7 @@ def _run_forked(case: Case, phases, hard_timeout: float) -> Result:
         else:
             result = Result(case, status="too_slow", note=f"killed after {hard_timeout:.0f} s")
     except EOFError:
-        process.join(5)
-        code = process.exitcode
-        status = "oom" if code == -9 else "error"
-        result = Result(case, status=status, note=f"worker died with exit code {code}"
-                        + (" (SIGKILL: out of memory?)" if code == -9 else ""))
+        result = _died(case, process)
     finally:
         if process.is_alive():
             process.kill()
@@ -467,32 +520,106 @@ def wait_until_quiet(below: float, max_wait: float) -> Optional[float]:
     return busy
 
 
-def run_case(case: Case, hard_timeout: Optional[float] = None, quiet_below: float = 0.5,
-             quiet_wait: float = 0.0) -> Result:
-    """Measure a case. On CPU: memory in one forked child and time in another (fresh memory
-    counters and allocator state, crash isolation), the timing after waiting up to
-    ``quiet_wait`` seconds for the machine's other work to fall below ``quiet_below`` cores; on
-    CUDA in this process (CUDA does not survive fork)."""
+def _hard_timeout(case: Case) -> float:
+    return case.time_cap * (2 * case.repeats + 4) + 120
+
+
+def measure_memory(case: Case) -> Result:
+    """Peak memory (and the output fingerprint) of one case: on CPU in a fresh forked process
+    (fresh memory counters and allocator state, crash isolation), on CUDA in this process."""
     reason = unavailable_reason(case)
     if reason:
         return Result(case, status="n/a", note=reason)
     if case.device == "cuda":
-        result = _measure_guarded(case)
+        result = _measure_guarded(case, ("memory",))
         torch.cuda.empty_cache()
         return result
-    if hard_timeout is None:
-        hard_timeout = case.time_cap * (2 * case.repeats + 4) + 120
-    memory = _run_forked(case, ("memory",), hard_timeout)
-    if memory.status != "ok":
-        return memory
-    busy = wait_until_quiet(quiet_below, quiet_wait)
-    result = _run_forked(case, ("time",), hard_timeout)
-    result.busy_cores_before = busy
-    result.peak_fwd_mb, result.peak_fwd_bwd_mb = memory.peak_fwd_mb, memory.peak_fwd_bwd_mb
-    result.fingerprint = memory.fingerprint
-    if result.status == "ok":
-        result.note = memory.note
-    return result
+    return _run_forked(case, ("memory",), _hard_timeout(case))
+
+
+def time_side_by_side(cases: List[Case]) -> Dict[int, Result]:
+    """Time contenders of one length side by side: on CPU each gets a forked worker with its
+    module and inputs set up and warmed up, then the workers are called in turn, round-robin,
+    ``repeats`` times (forward, then forward+backward), so that a slower or faster spell of a
+    shared machine falls on every contender alike instead of on whichever ran then. On CUDA
+    the cases are timed one after the other in this process. Returns {index in cases: Result}
+    with the timings (memory fields left empty)."""
+    results: Dict[int, Result] = {}
+    if not cases:
+        return results
+    if cases[0].device == "cuda":
+        for index, case in enumerate(cases):
+            results[index] = _measure_guarded(case, ("time",))
+            torch.cuda.empty_cache()
+        return results
+    context = multiprocessing.get_context("fork")
+    workers = {}
+    try:
+        for index, case in enumerate(cases):  # set up one at a time: no contention while warming up
+            parent, child = context.Pipe()
+            process = context.Process(target=_timing_worker, args=(case, child), daemon=True)
+            process.start()
+            child.close()
+            try:
+                if not parent.poll(_hard_timeout(case)):
+                    results[index] = Result(case, status="too_slow", note="no answer while setting up")
+                    process.kill()
+                    continue
+                failed = parent.recv()
+            except EOFError:
+                failed = _died(case, process)
+            if failed is not None:
+                results[index] = failed
+                continue
+            workers[index] = (case, parent, process)
+            results[index] = Result(case)
+        for _ in range(max((case.repeats for case in cases), default=0)):
+            for index, (case, connection, process) in list(workers.items()):
+                try:
+                    for call, series in (("fwd", results[index].fwd_ms_all),
+                                         ("fwd_bwd", results[index].fwd_bwd_ms_all)):
+                        connection.send(call)
+                        if not connection.poll(_hard_timeout(case)):
+                            raise EOFError
+                        series.append(connection.recv())
+                except (EOFError, BrokenPipeError):
+                    results[index] = _died(case, process)
+                    del workers[index]
+        for index in workers:
+            result = results[index]
+            result.fwd_ms = statistics.median(result.fwd_ms_all)
+            result.fwd_bwd_ms = statistics.median(result.fwd_bwd_ms_all)
+    finally:
+        for _, connection, process in workers.values():
+            try:
+                connection.send("stop")
+            except (BrokenPipeError, OSError):
+                pass
+        for _, connection, process in workers.values():
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+            connection.close()
+    return results
+
+
+def run_side_by_side(cases: List[Case], quiet_below: float = 0.5, quiet_wait: float = 0.0) -> List[Result]:
+    """Memory of each case, then the time of every case that ran, side by side (see
+    ``time_side_by_side``), after waiting up to ``quiet_wait`` seconds for the machine's other
+    work to fall below ``quiet_below`` cores. Cases are contenders at one length."""
+    results = [measure_memory(case) for case in cases]
+    runnable = [i for i, r in enumerate(results) if r.status == "ok"]
+    busy = wait_until_quiet(quiet_below, quiet_wait) if cases and cases[0].device == "cpu" else None
+    timings = time_side_by_side([cases[i] for i in runnable])
+    for position, index in enumerate(runnable):
+        memory, timing = results[index], timings[position]
+        timing.busy_cores_before = busy
+        timing.peak_fwd_mb, timing.peak_fwd_bwd_mb = memory.peak_fwd_mb, memory.peak_fwd_bwd_mb
+        timing.fingerprint = memory.fingerprint
+        if timing.status == "ok":
+            timing.note = memory.note
+        results[index] = timing
+    return results
 
 
 def default_memory_limit_mb(fraction: float = 0.6) -> Optional[float]:

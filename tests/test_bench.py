@@ -80,3 +80,32 @@ def test_help_explains_memory_measurement():
     completed = subprocess.run(_command() + ["--help"], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0
     assert "Peak memory" in completed.stdout and "clear_refs" in completed.stdout
+
+
+
+def test_contenders_agree_at_both_boundaries():
+    """Every contender computes the same function without the output projection (HF's
+    LongformerSelfAttention boundary, the default) and with it, and the second boundary is the
+    first followed by the output projection."""
+    import torch
+
+    from fairseq_longformer import benchmark
+
+    impls = ["dense", "torch"] + (["hf"] if hf_available()[0] else [])
+    outputs = {}
+    for output_projection in (False, True):
+        for impl in impls:
+            case = benchmark.Case(impl=impl, length=64, global_tokens=3, heads=2, head_dim=16, window=16,
+                                  output_projection=output_projection)
+            x, _, is_global = benchmark._inputs(case, case.length, torch.device("cpu"), torch.float32)
+            weights = benchmark.shared_weights(case.hidden)
+            _, f = benchmark.build_contender(case, torch.device("cpu"), torch.float32, weights, is_global)
+            with torch.no_grad():
+                outputs[impl, output_projection] = f(x)
+    weight, bias = benchmark.shared_weights(32)["out_proj"]
+    for impl in impls:
+        for output_projection in (False, True):
+            torch.testing.assert_close(outputs[impl, output_projection], outputs["dense", output_projection],
+                                       rtol=0, atol=1e-5)
+        torch.testing.assert_close(outputs[impl, True], outputs[impl, False] @ weight.T + bias,
+                                   rtol=0, atol=1e-5)

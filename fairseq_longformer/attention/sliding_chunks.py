@@ -8,9 +8,11 @@ How it works:
     c) taken as a strided view of one flat, padded key buffer (``Tensor.as_strided``: no copy).
     Every chunk of every (batch, head) slice is one "window" of that buffer, so the band is a
     batched matmul over windows: scores (windows, c, L), linear in N.
-  * Global keys. Every query also attends to the G global keys (local projections): they are G
-    more columns of every window's scores, (windows, c, G), under the same softmax. Global keys
-    are kept out of the band, so each is counted once.
+  * Global keys. Every query also attends to the G global keys (local projections), under the
+    same softmax. They are kept out of the band (each is counted once) and handled apart, for
+    all queries at once ((S, M, G) scores): the band's output and log-sum-exp are merged with
+    theirs by log-sum-exp, and backward adds their share from the joint log-sum-exp. The window
+    loop is the same with or without global tokens.
   * Memory. ``_BandAttention`` is an autograd.Function that keeps only q, k, v, the output and
     each row's log-sum-exp, and recomputes scores and probabilities in backward (as
     FlashAttention does): autograd holds O(N * D), not O(N * L).
@@ -42,7 +44,7 @@ from .pattern import AttentionMasks, AttentionPattern, check_inputs, default_sca
 MASKED_SCORE = -1e30
 # In the band, masked scores are -inf instead: exp(-1e30 - m) goes through the CPU's slow
 # denormal path (about 2x slower per element than exp(-inf), measured), and the band is where
-# nearly all elements are. Rows with no allowed key are guarded explicitly (_band_softmax).
+# nearly all elements are. Rows with no allowed key are guarded explicitly (_exp_and_lse).
 _BAND_MASKED = float("-inf")
 # Scores are kept in base 2 (scaled by log2(e) inside the matmul): exp2 is about 1.5x faster
 # than exp on CPU (measured), and exp2(s * log2(e)) = exp(s), so the softmax is unchanged.
@@ -150,22 +152,57 @@ class _BandLayout:
 
 
 class _GlobalKeys:
-    """The G global keys and values of every slice, (S, G, D), gathered from the flat buffers,
-    with their (S, 1, G) bias; ``of(start, end)`` gives them per window."""
+    """The G global keys of every slice as extra softmax columns of every query, handled for all
+    queries at once (a few batched matmuls over (S, M', G) with M' = nb * c), never inside the
+    window loop, where they would add small matmuls to every group.
+
+    rows: (S, G) rows of the flat key buffer; valid: (B, H or 1, G) bool.
+    """
 
     def __init__(self, layout: _BandLayout, rows: Tensor, valid: Tensor, k_flat: Tensor, v_flat: Tensor):
-        self.rows = rows  # (S, G)
+        self.layout, self.rows = layout, rows
         self.k, self.v = k_flat[rows], v_flat[rows]  # (S, G, D)
         valid = valid.expand(layout.batch, layout.heads, -1).reshape(layout.slices, 1, -1)
         self.bias = torch.zeros(valid.shape, dtype=k_flat.dtype, device=k_flat.device)
         self.bias.masked_fill_(~valid, _BAND_MASKED)
-        self.slice_of_window = torch.arange(layout.windows, device=rows.device) // layout.num_chunks
-        self.count = rows.shape[1]
 
-    def of(self, start: int, end: int):
-        """(slice index (T,), keys (T, G, D), values (T, G, D), bias (T, 1, G)) for windows [start, end)."""
-        index = self.slice_of_window[start:end]
-        return index, self.k[index], self.v[index], self.bias[index]
+    def per_slice(self, x: Tensor) -> Tensor:
+        """(S * nb, c, X) chunks -> (S, nb * c, X) view."""
+        return x.view(self.layout.slices, -1, x.shape[-1])
+
+    def scores(self, q_chunks: Tensor, scale2: float) -> Tensor:
+        """(S, M', G) base-2 scores of every query against the slice's global keys."""
+        return torch.baddbmm(self.bias, self.per_slice(q_chunks), self.k.transpose(1, 2), alpha=scale2)
+
+    def merge_into(self, out: Tensor, lse: Tensor, q_chunks: Tensor, scale2: float) -> None:
+        """In place: out (S * nb, c, D) and lse (S * nb, c, 1), the band's normalised output and
+        base-2 log-sum-exp, become those of one softmax over band and global keys together:
+        lse = log2(2^lse_band + 2^lse_global), out = 2^(lse_band - lse) out_band
+        + 2^(lse_global - lse) out_global. Rows without any allowed key stay 0 (both parts are 0
+        and their lse finite, see _exp_and_lse)."""
+        scores = self.scores(q_chunks, scale2)  # (S, M', G)
+        lse_global = scores.new_empty(scores.shape[:2] + (1,))
+        _exp_and_lse(scores.clone(), lse_global)
+        out_s, lse_s = self.per_slice(out), self.per_slice(lse)
+        merged = torch.logaddexp2(lse_s, lse_global)
+        out_s.mul_(lse_s.sub_(merged).exp2_())  # lse_s is reused as the band's weight
+        out_s.baddbmm_(scores.sub_(merged).exp2_(), self.v)  # the global keys' joint probabilities
+        lse_s.copy_(merged)
+
+    def backward(self, q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v) -> None:
+        """Add the global columns' share of the gradients: grad_q (S * nb, c, D) in place, and
+        the global keys' and values' gradients into the flat grad_k, grad_v buffers (rows, D).
+        delta: (S * nb, c, 1) = rowsum(dO * O); lse: the joint base-2 log-sum-exp."""
+        q, grad_o = self.per_slice(q_chunks), self.per_slice(grad_chunks)
+        probs = self.scores(q_chunks, scale2).sub_(self.per_slice(lse)).exp2_()  # (S, M', G)
+        grad_v_glob = torch.bmm(probs.transpose(1, 2), grad_o)  # (S, G, D)
+        grad_scores = torch.bmm(grad_o, self.v.transpose(1, 2))  # dP
+        grad_scores.sub_(self.per_slice(delta)).mul_(probs)  # dS = P * (dP - delta)
+        self.per_slice(grad_q).baddbmm_(grad_scores, self.k)
+        grad_k_glob = torch.bmm(grad_scores.transpose(1, 2), q)
+        rows = self.rows.flatten()
+        grad_k.index_add_(0, rows, grad_k_glob.view(-1, grad_k.shape[1]))
+        grad_v.index_add_(0, rows, grad_v_glob.view(-1, grad_v.shape[1]))
 
 
 def _scores_into(buffer: Tensor, band: Tensor, key_bias: Tensor, q_chunks: Tensor, k_windows: Tensor,
@@ -175,27 +212,20 @@ def _scores_into(buffer: Tensor, band: Tensor, key_bias: Tensor, q_chunks: Tenso
     return buffer.baddbmm_(q_chunks, k_windows.transpose(1, 2), alpha=scale)
 
 
-def _band_softmax(scores: Tensor, global_scores: Optional[Tensor], lse: Tensor) -> None:
-    """In place: band scores (T, c, L) and global-key scores (T, c, G), in base 2, ->
-    probabilities under one softmax; lse (T, c, 1) <- the base-2 log-sum-exp of each row.
+def _exp_and_lse(scores: Tensor, lse: Tensor) -> Tensor:
+    """In place: base-2 scores (T, c, L) -> exp2(scores - rowmax), the unnormalised softmax;
+    lse (T, c, 1) <- each row's base-2 log-sum-exp. Returns the row sums (T, c, 1), by which
+    the caller divides the (T, c, D) output rather than the (T, c, L) probabilities.
 
     A row whose keys are all masked has max -inf: the max is clamped to the lowest float so the
     row becomes exp(-inf) = 0 instead of NaN, and its sum is clamped away from 0, which leaves
-    probabilities 0, an output of 0 and an lse near -3.4e38 (finite, so recomputation in
-    backward is NaN-free too).
+    an output of 0 and an lse near -3.4e38 (finite, so recomputation in backward and the merge
+    with global keys are NaN-free too).
     """
-    top = scores.amax(dim=-1, keepdim=True)
-    if global_scores is not None:
-        torch.maximum(top, global_scores.amax(dim=-1, keepdim=True), out=top)
-    top.clamp_(min=torch.finfo(scores.dtype).min)
-    total = scores.sub_(top).exp2_().sum(dim=-1, keepdim=True)
-    if global_scores is not None:
-        total.add_(global_scores.sub_(top).exp2_().sum(dim=-1, keepdim=True))
-    total.clamp_(min=torch.finfo(scores.dtype).tiny)
-    scores.div_(total)
-    if global_scores is not None:
-        global_scores.div_(total)
-    torch.add(top, total.log2_(), out=lse)
+    top = scores.amax(dim=-1, keepdim=True).clamp_(min=torch.finfo(scores.dtype).min)
+    total = scores.sub_(top).exp2_().sum(dim=-1, keepdim=True).clamp_(min=torch.finfo(scores.dtype).tiny)
+    torch.add(top, torch.log2(total), out=lse)
+    return total
 
 
 def _fold(blocks: Tensor, windows: Tensor, start: int, count: int) -> None:
@@ -224,29 +254,21 @@ class _BandAttention(torch.autograd.Function):
         k_flat, v_flat = layout.keys(k), layout.keys(v)
         k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
         band, key_bias = layout.bias(key_valid, q.dtype)
-        glob = None
-        if global_keys is not None:
-            glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
 
         scale2 = scale * _LOG2_E  # base-2 scores
         out = torch.empty_like(q_chunks)
         lse = q.new_empty(layout.windows, layout.chunk, 1)
         scores = q.new_empty(layout.group, layout.chunk, layout.width)
-        global_scores = q.new_empty(layout.group, layout.chunk, glob.count) if glob else None
         for start, end in layout.groups():
             block = scores[:end - start]
             _scores_into(block, band, key_bias[start:end], q_chunks[start:end], k_windows[start:end], scale2)
-            global_block = None
-            if glob:
-                _, k_glob, v_glob, bias = glob.of(start, end)
-                global_block = global_scores[:end - start]
-                torch.baddbmm(bias, q_chunks[start:end], k_glob.transpose(1, 2), alpha=scale2, out=global_block)
-            _band_softmax(block, global_block, lse[start:end])
-            torch.bmm(block, v_windows[start:end], out=out[start:end])
-            if glob:
-                out[start:end].baddbmm_(global_block, v_glob)
+            total = _exp_and_lse(block, lse[start:end])
+            torch.bmm(block, v_windows[start:end], out=out[start:end]).div_(total)
+        if global_keys is not None:
+            glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
+            glob.merge_into(out, lse, q_chunks, scale2)
 
-        ctx.layout, ctx.scale, ctx.has_global = layout, scale, glob is not None
+        ctx.layout, ctx.scale = layout, scale
         ctx.save_for_backward(q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse)
         return layout.unqueries(out)
 
@@ -257,11 +279,11 @@ class _BandAttention(torch.autograd.Function):
         scale2 = scale * _LOG2_E
         k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
         band, key_bias = layout.bias(key_valid, q_chunks.dtype)
-        glob = None
-        if ctx.has_global:
-            glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
 
         grad_chunks = layout.queries(grad_out)
+        # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O), O the joint output
+        delta = (grad_chunks * out).sum(dim=-1, keepdim=True)
+        del out
 
         grad_q = torch.empty_like(q_chunks)
         grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
@@ -270,44 +292,22 @@ class _BandAttention(torch.autograd.Function):
         probs = q_chunks.new_empty(layout.group, layout.chunk, layout.width)
         grad_scores = torch.empty_like(probs)
         windows = q_chunks.new_empty(layout.group, layout.width, layout.head_dim)
-        delta = q_chunks.new_empty(layout.group, layout.chunk, 1)
-        if glob:
-            grad_k_glob, grad_v_glob = torch.zeros_like(glob.k), torch.zeros_like(glob.v)
-            global_probs = q_chunks.new_empty(layout.group, layout.chunk, glob.count)
-            global_grad_scores = torch.empty_like(global_probs)
-            global_windows = q_chunks.new_empty(layout.group, glob.count, layout.head_dim)
         for start, end in layout.groups():
             count = end - start
             rows = slice(start, end)
-            p, ds, win, dlt = probs[:count], grad_scores[:count], windows[:count], delta[:count]
+            p, ds, win = probs[:count], grad_scores[:count], windows[:count]
             _scores_into(p, band, key_bias[rows], q_chunks[rows], k_windows[rows], scale2)
-            p.sub_(lse[rows]).exp2_()
+            p.sub_(lse[rows]).exp2_()  # the joint lse: band probabilities of the joint softmax
             torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
-            # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O)
-            torch.sum(grad_chunks[rows] * out[rows], dim=-1, keepdim=True, out=dlt)
-            if glob:
-                index, k_glob, v_glob, bias = glob.of(start, end)
-                gp, gds, gwin = global_probs[:count], global_grad_scores[:count], global_windows[:count]
-                torch.baddbmm(bias, q_chunks[rows], k_glob.transpose(1, 2), alpha=scale2, out=gp)
-                gp.sub_(lse[rows]).exp2_()
-                torch.bmm(grad_chunks[rows], v_glob.transpose(1, 2), out=gds)
             torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
             _fold(grad_v_blocks, win, start, layout.blocks)
-            ds.sub_(dlt).mul_(p)
+            ds.sub_(delta[rows]).mul_(p)
             torch.bmm(ds, k_windows[rows], out=grad_q[rows])
             torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
             _fold(grad_k_blocks, win, start, layout.blocks)
-            if glob:
-                torch.bmm(gp.transpose(1, 2), grad_chunks[rows], out=gwin)
-                grad_v_glob.index_add_(0, index, gwin)
-                gds.sub_(dlt).mul_(gp)
-                grad_q[rows].baddbmm_(gds, k_glob)
-                torch.bmm(gds.transpose(1, 2), q_chunks[rows], out=gwin)
-                grad_k_glob.index_add_(0, index, gwin)
-        if glob:
-            rows = glob.rows.flatten()
-            grad_k.index_add_(0, rows, grad_k_glob.view(-1, layout.head_dim))
-            grad_v.index_add_(0, rows, grad_v_glob.view(-1, layout.head_dim))
+        if global_keys is not None:
+            glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
+            glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v)
         grad_q.mul_(scale)
         grad_k.mul_(scale)
         return (layout.unqueries(grad_q), layout.unkeys(grad_k), layout.unkeys(grad_v),

@@ -1,8 +1,9 @@
 """longformer-bench: the paper's Figure 1 (time and memory of self-attention against sequence
 length) measured on the machine at hand.
 
-Whole modules are measured, q/k/v projections and the output projection included, on input
-hidden states (B, N, heads * head_dim): full self-attention (dense SDPA with the Longformer
+Whole modules are measured from input hidden states (B, N, heads * head_dim), q/k/v projections
+included, up to the heads' output (Hugging Face's LongformerSelfAttention boundary;
+--output-projection adds the output projection to every contender): full self-attention (dense SDPA with the Longformer
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
 LongformerSelfAttention. Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
 --out-dir. The measuring code is in ``fairseq_longformer/benchmark.py``.
@@ -34,9 +35,12 @@ def parse_args(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Memory: " + MEMORY_HELP + "\n\nTime: median of --repeats calls after a warm-up "
                "call, forward under torch.no_grad(), forward+backward with gradients of the input "
-               "and all weights. A case whose first forward+backward exceeds --time-cap is "
-               "recorded as too slow and longer lengths of that contender are skipped; an "
-               "allocation failure is recorded as OOM, likewise.",
+               "and all weights. On CPU the contenders of one length are timed side by side: each "
+               "has a worker process with its module set up, and the workers are called in turn, "
+               "round-robin, so a slow spell of a shared machine falls on all of them alike. A "
+               "case whose first forward+backward exceeds --time-cap is recorded as too slow and "
+               "longer lengths of that contender are skipped; an allocation failure is recorded "
+               "as OOM, likewise.",
     )
     parser.add_argument("--lengths", type=_int_list, default=None,
                         help="sequence lengths, e.g. '512,1024' (default: "
@@ -45,7 +49,7 @@ def parse_args(argv=None):
                         help="contenders (default: dense torch hf, plus triton on CUDA)")
     parser.add_argument("--global-tokens", nargs="+", type=int, default=[0, 8],
                         help="numbers of global tokens (the first tokens of the sequence), default 0 8")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per case (median reported)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per case (median reported), default 5")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (CPU), default 2")
     parser.add_argument("--out-dir", default="bench", help="where the JSON and PNG go (default bench/)")
     parser.add_argument("--name", default=None, help="file name stem (default figure1_<device>)")
@@ -67,6 +71,10 @@ def parse_args(argv=None):
                              "the JSON either way.")
     parser.add_argument("--quiet-below", type=float, default=0.5,
                         help="cores of other work below which the machine counts as quiet (default 0.5)")
+    parser.add_argument("--output-projection", action="store_true",
+                        help="end every contender in the output projection (a whole attention "
+                             "block); default: stop at the heads' output, as Hugging Face's "
+                             "LongformerSelfAttention does")
     parser.add_argument("--memory-limit-gb", type=float, default=None,
                         help="CPU: address-space headroom of each worker process, so that an "
                              "oversized case fails as OOM instead of starving the machine "
@@ -121,26 +129,37 @@ def main(argv=None) -> int:
     cases = [Case(impl=impl, length=length, global_tokens=g, batch=args.batch, heads=args.heads,
                   head_dim=args.head_dim, window=args.window, device=args.device, dtype=args.dtype,
                   repeats=args.repeats, threads=args.threads, time_cap=args.time_cap,
-                  memory_limit_mb=memory_limit_mb)
+                  memory_limit_mb=memory_limit_mb, output_projection=args.output_projection)
              # length-major, contenders adjacent: they run side by side in time
              for length in sorted(args.lengths) for g in args.global_tokens for impl in args.impls]
     info = environment(args)
     results, given_up = [], {}
     started = time.time()
-    with tqdm(cases, desc="longformer-bench", unit="case", dynamic_ncols=True) as progress:
-        for case in progress:
-            progress.set_postfix_str(f"{case.impl} N={case.length} G={case.global_tokens}")
-            previous = given_up.get((case.impl, case.global_tokens))
-            if previous is not None:
-                result = benchmark.Result(case, status=previous.status,
-                                          note=f"skipped: {previous.status} already at N={previous.case.length}")
-            else:
-                result = benchmark.run_case(case, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
-                if result.status in ("oom", "too_slow"):
+    # one point = the contenders at one length and global-token count, timed side by side
+    points = {}
+    for case in cases:
+        points.setdefault((case.length, case.global_tokens), []).append(case)
+    with tqdm(total=len(cases), desc="longformer-bench", unit="case", dynamic_ncols=True) as progress:
+        for (length, global_tokens), point in points.items():
+            progress.set_postfix_str(f"N={length} G={global_tokens}: {' '.join(c.impl for c in point)}")
+            skipped, to_run = {}, []
+            for case in point:
+                previous = given_up.get((case.impl, case.global_tokens))
+                if previous is not None:
+                    skipped[case.impl] = benchmark.Result(
+                        case, status=previous.status, note=f"skipped: {previous.status} already at N={previous.case.length}")
+                else:
+                    to_run.append(case)
+            measured = dict(zip((c.impl for c in to_run), benchmark.run_side_by_side(
+                to_run, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)))
+            for case in point:
+                result = skipped.get(case.impl) or measured[case.impl]
+                if result.status in ("oom", "too_slow") and case.impl not in skipped:
                     given_up[(case.impl, case.global_tokens)] = result
-            if result.status not in ("ok", "n/a"):
-                progress.write(f"{case.impl} N={case.length} G={case.global_tokens}: {result.status} {result.note}")
-            results.append(result)
+                if result.status not in ("ok", "n/a"):
+                    progress.write(f"{case.impl} N={case.length} G={case.global_tokens}: {result.status} {result.note}")
+                results.append(result)
+                progress.update(1)
     rows = benchmark.add_ratios(results)
     print(benchmark.format_table(rows))
 
@@ -157,7 +176,8 @@ def main(argv=None) -> int:
         json.dump(report, handle, indent=1)
     title = (f"Longformer self-attention, {args.device} ({info.get('gpu') or info['processor'] or info['machine']}, "
              f"{args.threads} threads), {args.dtype}, B={args.batch}, H={args.heads}, D={args.head_dim}, "
-             f"w={args.window} (HF {2 * args.window}), projections included")
+             f"w={args.window} (HF {2 * args.window}), q/k/v projections "
+             + ("and output projection included" if args.output_projection else "included"))
     benchmark.plot(rows, png_path, title)
     print(f"\nwrote {json_path} and {png_path}")
     return 0

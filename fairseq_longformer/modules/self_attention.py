@@ -106,6 +106,38 @@ class LongformerSelfAttention(nn.Module):
             values = values + self.v_global_proj.bias.to(compute).view(heads, head_dim)
         return positions, rows, values[rows, slots].reshape(-1, self.embed_dim).to(x.dtype)
 
+    def attend(self, x: Tensor, masks: AttentionMasks) -> Tensor:
+        """The heads' attention output before the output projection: (N, B, C) -> (N, B, C).
+
+        This is the part Hugging Face's ``LongformerSelfAttention`` covers (q/k/v and global
+        projections plus attention; its output projection lives in another module), so
+        ``longformer-bench`` can compare the two at the same boundary.
+        """
+        length, batch, _ = x.shape
+        is_global = masks.global_or_none()
+
+        # Projections run on the time-first (N, B, C) input as it comes (no transpose copy), and
+        # the output projection writes time-first directly.
+        # (One matmul on the stacked q/k/v weights was measured too: no faster on CPU, and it
+        # keeps the stacked weight and its gradient as extra memory.)
+        q, k, v = (self._heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
+        if is_global is None:
+            out = longformer_attention(q, k, v, None, None, None, self.config.pattern, masks,
+                                       impl=self.config.impl)
+        else:
+            # Local rows attend the global keys with the local projections, in the attention
+            # call. Its global rows are replaced below by rows computed with the global
+            # projections (_global_rows), so it gets detached q, k, v in place of q_g, k_g, v_g:
+            # no K_g, V_g over all N tokens is ever made, and the throw-away rows cost no
+            # autograd memory.
+            stand_ins = (q.detach(), k.detach(), v.detach())
+            out = longformer_attention(q, k, v, *stand_ins, self.config.pattern, masks, impl=self.config.impl)
+        out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
+        if is_global is not None:
+            positions, rows, values = self._global_rows(x, is_global, masks.padding_or_none())
+            out = out.index_put((positions, rows), values)
+        return out
+
     def forward(
         self,
         query: Tensor,
@@ -126,39 +158,16 @@ class LongformerSelfAttention(nn.Module):
         if (key is not None and key is not query) or (value is not None and value is not query):
             raise ValueError("LongformerSelfAttention is self-attention only: key and value must be query")
         masks = key_padding_mask if isinstance(key_padding_mask, AttentionMasks) else AttentionMasks(key_padding_mask)
-
-        # Projections run on the time-first (N, B, C) input as it comes (no transpose copy), and
-        # the output projection writes time-first directly.
-        x = query
-        length, batch, _ = x.shape
-        is_global = masks.global_or_none()
-        # (One matmul on the stacked q/k/v weights was measured too: no faster on CPU, and it
-        # keeps the stacked weight and its gradient as extra memory.)
-        q, k, v = (self._heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
-        if is_global is None:
-            out = longformer_attention(q, k, v, None, None, None, self.config.pattern, masks,
-                                       impl=self.config.impl)
-        else:
-            # Local rows attend the global keys with the local projections, in the attention
-            # call. Its global rows are replaced below by rows computed with the global
-            # projections (_global_rows), so it gets detached q, k, v in place of q_g, k_g, v_g:
-            # no K_g, V_g over all N tokens is ever made, and the throw-away rows cost no
-            # autograd memory.
-            stand_ins = (q.detach(), k.detach(), v.detach())
-            out = longformer_attention(q, k, v, *stand_ins, self.config.pattern, masks, impl=self.config.impl)
-        out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
-        if is_global is not None:
-            positions, rows, values = self._global_rows(x, is_global, masks.padding_or_none())
-            out = out.index_put((positions, rows), values)
+        out = self.attend(query, masks)
 
         bias = self.out_proj.bias
-        if is_global is None and self.training and torch.is_grad_enabled():
+        if masks.global_or_none() is None and self.training and torch.is_grad_enabled():
             # No token is global (the usual case in MLM pretraining), so the global projections
             # get no gradient and DistributedDataParallel would stop with "parameters that were
             # not used in producing loss" (or need the slow find_unused_parameters=True).
             # Running them on an empty slice adds an exact 0 (to the output bias: a (C,) add,
             # not an (N, B, C) one) and gives them a zero gradient at no cost.
-            empty = x[:0]
+            empty = query[:0]
             zero = sum(p(empty).sum() for p in (self.q_global_proj, self.k_global_proj, self.v_global_proj))
             if bias is None:
                 return F.linear(out, self.out_proj.weight) + zero, None
