@@ -765,8 +765,11 @@ def plot(rows: List[dict], path: str, title: str) -> None:
         axis.set_xlabel("sequence length N")
         axis.set_ylabel(ylabel)
         axis.grid(True, which="both", alpha=0.3)
-    time_axis.set_title("time: forward+backward (forward only: dotted, no global tokens)")
-    memory_axis.set_title("peak memory: forward+backward (forward only: dotted, no global tokens)")
+    time_axis.set_title("time per call, forward+backward")
+    memory_axis.set_title("peak memory, forward+backward")
+    for axis in (time_axis, memory_axis):
+        axis.text(0.99, 0.01, "thin dotted: forward only, no global tokens", transform=axis.transAxes,
+                  ha="right", va="bottom", fontsize=7, color="0.3")
     time_axis.legend(fontsize=7, loc="upper left")
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()

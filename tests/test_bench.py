@@ -45,6 +45,16 @@ def test_writes_json_and_png(bench_run):
     assert "fwd+bwd ms" in stdout and "xHF" in stdout and "xDense" in stdout
 
 
+def test_replot_redraws_from_the_json(bench_run, tmp_path):
+    out_dir, _ = bench_run
+    copy = tmp_path / "again.json"
+    copy.write_text((out_dir / "smoke.json").read_text())
+    completed = subprocess.run(_command() + ["--replot", str(copy)], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert (tmp_path / "again.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "xHF" in completed.stdout  # the table again
+
+
 def test_every_case_measured_with_ratios(bench_run):
     out_dir, _ = bench_run
     rows = json.loads((out_dir / "smoke.json").read_text())["results"]

@@ -79,6 +79,9 @@ def parse_args(argv=None):
                         help="CPU: address-space headroom of each worker process, so that an "
                              "oversized case fails as OOM instead of starving the machine "
                              "(default: 60%% of the memory available at start)")
+    parser.add_argument("--replot", metavar="JSON", default=None,
+                        help="measure nothing: re-draw <JSON minus .json>.png and re-print the "
+                             "table from an earlier run's JSON file")
     args = parser.parse_args(argv)
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -117,10 +120,31 @@ def environment(args) -> dict:
     return info
 
 
+def plot_title(settings: dict, info: dict) -> str:
+    s = settings
+    where = info.get("gpu") or info.get("processor") or info.get("machine")
+    return (f"Longformer self-attention, {s['device']} ({where}, {s['threads']} threads), {s['dtype']}, "
+            f"B={s['batch']}, H={s['heads']}, D={s['head_dim']}, w={s['window']} (HF {2 * s['window']}), "
+            "q/k/v projections " + ("and output projection included" if s.get("output_projection") else "included"))
+
+
+def replot(json_path: str) -> int:
+    """Re-draw the PNG (and re-print the table) of an earlier run from its JSON file."""
+    with open(json_path) as handle:
+        report = json.load(handle)
+    png_path = os.path.splitext(json_path)[0] + ".png"
+    print(benchmark.format_table(report["results"]))
+    benchmark.plot(report["results"], png_path, plot_title(report["settings"], report["environment"]))
+    print(f"\nwrote {png_path}")
+    return 0
+
+
 def main(argv=None) -> int:
     from tqdm import tqdm
 
     args = parse_args(argv)
+    if args.replot:
+        return replot(args.replot)
     os.makedirs(args.out_dir, exist_ok=True)
     memory_limit_mb = None
     if args.device == "cpu":
@@ -174,11 +198,7 @@ def main(argv=None) -> int:
     png_path = os.path.join(args.out_dir, args.name + ".png")
     with open(json_path, "w") as handle:
         json.dump(report, handle, indent=1)
-    title = (f"Longformer self-attention, {args.device} ({info.get('gpu') or info['processor'] or info['machine']}, "
-             f"{args.threads} threads), {args.dtype}, B={args.batch}, H={args.heads}, D={args.head_dim}, "
-             f"w={args.window} (HF {2 * args.window}), q/k/v projections "
-             + ("and output projection included" if args.output_projection else "included"))
-    benchmark.plot(rows, png_path, title)
+    benchmark.plot(rows, png_path, plot_title(settings, info))
     print(f"\nwrote {json_path} and {png_path}")
     return 0
 

@@ -57,6 +57,7 @@ import torch
 from torch import Tensor
 
 from .positions import extend_positions
+from .train_flags import model_train_flags
 
 logger = logging.getLogger(__name__)
 
@@ -767,12 +768,9 @@ class ImportResult:
     def train_flags(self) -> List[str]:
         """fairseq-train flags that build a model this checkpoint loads into."""
         d = self.dims
-        flags = ["--arch", "longformer", "--task", "longformer_mlm", "--criterion", "longformer_mlm",
-                 "--encoder-layers", str(d["layers"]), "--encoder-embed-dim", str(d["hidden"]),
-                 "--encoder-ffn-embed-dim", str(d["ffn"]), "--encoder-attention-heads", str(d["heads"]),
-                 "--attention-window", ",".join(map(str, self.attention_window)),
-                 "--max-positions", str(self.max_positions), "--tokens-per-sample", str(self.max_positions),
-                 "--pad-to-multiple", str(max(max(self.attention_window), 1)), "--restore-file", str(self.checkpoint)]
+        flags = model_train_flags("longformer", d["layers"], d["hidden"], d["ffn"], d["heads"],
+                                  self.attention_window, self.max_positions, self.checkpoint)
+        flags += ["--pad-to-multiple", str(max(max(self.attention_window), 1))]
         return flags + (["--untie-weights-roberta"] if self.untied else [])
 
 

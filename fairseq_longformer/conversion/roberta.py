@@ -48,6 +48,7 @@ from torch import Tensor
 
 from ..attention import AttentionPattern, parse_per_layer
 from .positions import extend_positions
+from .train_flags import model_train_flags
 
 logger = logging.getLogger(__name__)
 
@@ -92,15 +93,10 @@ class ConversionResult:
     def train_flags(self) -> List[str]:
         """The fairseq-train flags that build a model this checkpoint loads into."""
         d = self.model_dims
-        return [
-            "--arch", ARCH, "--task", TASK, "--criterion", TASK,
-            "--encoder-layers", str(d["encoder_layers"]), "--encoder-embed-dim", str(d["encoder_embed_dim"]),
-            "--encoder-ffn-embed-dim", str(d["encoder_ffn_embed_dim"]),
-            "--encoder-attention-heads", str(d["encoder_attention_heads"]),
-            "--attention-window", ",".join(str(w) for w in self.attention_window),
-            "--max-positions", str(self.max_positions), "--tokens-per-sample", str(self.max_positions),
-            "--restore-file", str(self.checkpoint), "--reset-optimizer", "--reset-dataloader", "--reset-meters",
-        ]
+        return model_train_flags(
+            ARCH, d["encoder_layers"], d["encoder_embed_dim"], d["encoder_ffn_embed_dim"],
+            d["encoder_attention_heads"], self.attention_window, self.max_positions, self.checkpoint,
+        ) + ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D); padding / global masks: (B, N).
 On a machine without CUDA the kernels run in Triton's CPU interpreter: the root conftest.py
 sets TRITON_INTERPRET=1 before ``longformer_kernels`` is imported, so nothing here is skipped.
 The interpreter is slow, hence small shapes, D = 16 and 32 x 32 tiles there (``block_config``):
-N = 97 and 150 still span 4 and 5 query/key blocks, and 39 global tokens span two tiles.
+N = 97, 150 and 1025 still span 4, 5 and 33 query/key blocks, and 39 global tokens span two tiles.
 ``test_unequal_query_and_key_blocks`` covers BLOCK_M != BLOCK_N, as used on GPUs for D > 64.
 
 Tolerance (design.md, convention 6): the error of the Triton output or gradient against the
@@ -61,6 +61,8 @@ CASES = [
     Case("n150_five_blocks_39_globals", 2, 3, 150, window=20, dilation=(1, 2, 3),
          valid_lengths=[150, 140],
          global_positions=[list(range(0, 150, 4)) + [149], [5, 149]]),  # 39 globals > one tile
+    Case("n1025_causal_dil123_padding_globals", 1, 3, 1025, window=8, dilation=(1, 2, 3), causal=True,
+         valid_lengths=[1000], global_positions=[[0, 511, 1010]]),  # 33 blocks; 1010 is padding
     Case("all_padding_row_dilation_beyond_n", 2, 2, 21, window=2, dilation=(1, 40),
          valid_lengths=[21, 0], global_positions=[[3], [4]]),
 ]
