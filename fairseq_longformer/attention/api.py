@@ -42,9 +42,17 @@ def longformer_attention(
     masks: AttentionMasks = AttentionMasks(),
     impl: str = "auto",
     scale: Optional[float] = None,
+    global_rows: bool = True,
 ) -> Tensor:
-    """Longformer attention with the implementation ``impl`` (auto, reference, torch, triton)."""
+    """Longformer attention with the implementation ``impl`` (auto, reference, torch, triton).
+
+    ``global_rows=False`` is for a caller that computes the global tokens' output rows itself
+    (the self-attention module does, through the weights): those rows of the result are then
+    unspecified. The PyTorch path skips them; the other implementations compute them anyway.
+    """
     impl = resolve_implementation(impl, q.device)
-    fn = {"reference": reference_attention, "torch": sliding_chunks_attention,
-          "triton": _triton_attention}[impl]
+    if impl == "torch":
+        return sliding_chunks_attention(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale,
+                                        global_rows=global_rows)
+    fn = {"reference": reference_attention, "triton": _triton_attention}[impl]
     return fn(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale)

@@ -132,18 +132,19 @@ def default_scale(head_dim: int) -> float:
 
 
 def check_inputs(q: Tensor, k: Tensor, v: Tensor, q_g: Optional[Tensor], k_g: Optional[Tensor],
-                 v_g: Optional[Tensor], masks: "AttentionMasks") -> Optional[Tensor]:
+                 v_g: Optional[Tensor], masks: "AttentionMasks", need_global: bool = True) -> Optional[Tensor]:
     """Check the six (B, H, N, D) inputs and the masks; return the effective global mask.
 
     q, k, v must share one shape, dtype and device; so must q_g, k_g, v_g, which may be None
-    only when no token is global. Returns the (B, N) bool global mask, or None.
+    only when no token is global or ``need_global`` is False (the caller computes the global
+    rows). Returns the (B, N) bool global mask, or None.
     """
     if q.dim() != 4:
         raise ValueError(f"q must be (B, H, N, D), got shape {tuple(q.shape)}")
     masks.validate(q.shape[0], q.shape[2])
     is_global = masks.global_or_none()
     named = [("k", k), ("v", v)]
-    if is_global is not None or q_g is not None:
+    if (is_global is not None and need_global) or q_g is not None:
         named += [("q_g", q_g), ("k_g", k_g), ("v_g", v_g)]
     for name, t in named:
         if t is None:

@@ -282,7 +282,7 @@ class _BandAttention(torch.autograd.Function):
 
         grad_chunks = layout.queries(grad_out)
         # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O), O the joint output
-        delta = (grad_chunks * out).sum(dim=-1, keepdim=True)
+        delta = torch.einsum("tcd,tcd->tc", grad_chunks, out).unsqueeze(-1)  # no (T, c, D) temporary
         del out
 
         grad_q = torch.empty_like(q_chunks)
@@ -398,13 +398,16 @@ def sliding_chunks_attention(
     pattern: AttentionPattern,
     masks: AttentionMasks = AttentionMasks(),
     scale: Optional[float] = None,
+    global_rows: bool = True,
 ) -> Tensor:
     """Longformer attention in vectorized PyTorch. Inputs (B, H, N, D); returns (B, H, N, D).
 
     q_g, k_g, v_g may be None when no token is global; only the rows of global tokens of q_g
-    are read. Any N works (padded internally).
+    are read. Any N works (padded internally). ``global_rows=False``: the rows of the global
+    tokens are left unspecified (for a caller that computes them itself) and q_g, k_g, v_g
+    are not read.
     """
-    is_global = check_inputs(q, k, v, q_g, k_g, v_g, masks)
+    is_global = check_inputs(q, k, v, q_g, k_g, v_g, masks, need_global=global_rows)
     padding = masks.padding_or_none()
     batch, heads, length, head_dim = q.shape
     scale = default_scale(head_dim) if scale is None else scale
@@ -440,7 +443,7 @@ def sliding_chunks_attention(
         order = torch.argsort(torch.tensor([h for group in groups for h in group], device=q.device))
         out = torch.cat(outs, dim=1).index_select(1, order)
 
-    if is_global is not None:
+    if is_global is not None and global_rows:
         # global queries attend every non-padding key with the global projections
         q_rows = _gather_rows(q_g.to(compute), index) * scale
         scores = torch.matmul(q_rows, k_g.to(compute).transpose(-1, -2))  # (B, H, G, N)

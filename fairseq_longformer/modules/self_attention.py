@@ -18,6 +18,43 @@ from ..attention import AttentionMasks, AttentionPattern, longformer_attention
 from ..attention.pattern import default_scale
 
 
+# Score of a padding key in the global rows: finite, so that a batch row that is all padding
+# (and so has no global token, only empty slots) gets a uniform softmax instead of NaNs that
+# would reach the input's gradient through 0 * NaN.
+MASKED_SCORE = -1e30
+
+
+class _KeyMix(torch.autograd.Function):
+    """mixed = P^T X with P = softmax over the N keys of (X F^T + query_bias + key_bias): the
+    global rows' attention, in the model dimension (see ``_global_rows``).
+
+    keys X: (B, N, C); folded F: (B, Q, C), Q = heads * global slots; query_bias: (B, 1, Q);
+    key_bias: (B, N, 1), constant. Returns (B, Q, C).
+
+    Why not autograd: X is used twice, so autograd makes two (B, N, C) gradients and adds them;
+    here both parts come out of one matmul, [dS, P] @ [F; dM]. At N = 4096 the fresh (N, C)
+    gradient and the add cost about as much as a matmul (measured).
+    """
+
+    @staticmethod
+    def forward(ctx, keys, folded, query_bias, key_bias):
+        # key-major scores (B, N, Q): the matmuls below then produce row-major (B, N, ...) results
+        scores = torch.baddbmm(query_bias + key_bias, keys, folded.transpose(1, 2))
+        probs = torch.softmax(scores, dim=1)
+        ctx.save_for_backward(keys, folded, probs)
+        return torch.bmm(probs.transpose(1, 2), keys)
+
+    @staticmethod
+    def backward(ctx, grad_mixed):
+        keys, folded, probs = ctx.saved_tensors
+        grad_mixed = grad_mixed.contiguous()
+        grad_probs = torch.bmm(keys, grad_mixed.transpose(1, 2))  # (B, N, Q)
+        grad_scores = grad_probs.sub_((grad_probs * probs).sum(dim=1, keepdim=True)).mul_(probs)
+        grad_keys = torch.bmm(torch.cat([grad_scores, probs], dim=2), torch.cat([folded, grad_mixed], dim=1))
+        grad_folded = torch.bmm(grad_scores.transpose(1, 2), keys)
+        return grad_keys, grad_folded, grad_scores.sum(dim=1, keepdim=True), None
+
+
 @dataclass(frozen=True)
 class LongformerLayerConfig:
     """Everything a layer's attention needs; built once from the fairseq args in build_model."""
@@ -92,14 +129,14 @@ class LongformerSelfAttention(nn.Module):
         queries = queries.to(compute)
         w_key = self.k_global_proj.weight.to(compute).view(heads, head_dim, -1)
         folded = torch.einsum("bghd,hdc->bhgc", queries, w_key).reshape(batch, heads * most, -1)
-        scores = torch.bmm(folded, keys_in.transpose(1, 2)).view(batch, heads, most, -1)
+        query_bias = torch.zeros(batch, 1, heads * most, dtype=compute, device=x.device)
         if self.k_global_proj.bias is not None:
             bias = self.k_global_proj.bias.to(compute).view(heads, head_dim)
-            scores = scores + torch.einsum("bghd,hd->bhg", queries, bias).unsqueeze(-1)
+            query_bias = torch.einsum("bghd,hd->bhg", queries, bias).reshape(batch, 1, -1)
+        key_bias = torch.zeros(batch, x.shape[0], 1, dtype=compute, device=x.device)
         if padding is not None:
-            scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))  # own key is valid
-        probs = torch.softmax(scores, dim=-1).view(batch, heads * most, -1)
-        mixed = torch.bmm(probs, keys_in).view(batch, heads, most, -1)  # (B, H, G, C) = P X
+            key_bias.masked_fill_(padding.unsqueeze(-1), MASKED_SCORE)
+        mixed = _KeyMix.apply(keys_in, folded, query_bias, key_bias).view(batch, heads, most, -1)
         w_value = self.v_global_proj.weight.to(compute).view(heads, head_dim, -1)
         values = torch.einsum("bhgc,hdc->bghd", mixed, w_value)
         if self.v_global_proj.bias is not None:
@@ -127,11 +164,13 @@ class LongformerSelfAttention(nn.Module):
         else:
             # Local rows attend the global keys with the local projections, in the attention
             # call. Its global rows are replaced below by rows computed with the global
-            # projections (_global_rows), so it gets detached q, k, v in place of q_g, k_g, v_g:
-            # no K_g, V_g over all N tokens is ever made, and the throw-away rows cost no
-            # autograd memory.
+            # projections (_global_rows), so it is told to skip them (global_rows=False; the
+            # Triton kernel computes them anyway, from the detached q, k, v it gets in place of
+            # q_g, k_g, v_g): no K_g, V_g over all N tokens is ever made, and the throw-away
+            # rows cost no autograd memory.
             stand_ins = (q.detach(), k.detach(), v.detach())
-            out = longformer_attention(q, k, v, *stand_ins, self.config.pattern, masks, impl=self.config.impl)
+            out = longformer_attention(q, k, v, *stand_ins, self.config.pattern, masks, impl=self.config.impl,
+                                       global_rows=False)
         out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
         if is_global is not None:
             positions, rows, values = self._global_rows(x, is_global, masks.padding_or_none())

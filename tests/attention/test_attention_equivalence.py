@@ -62,6 +62,22 @@ def test_torch_path_matches_reference(length, window, dilation, causal, n_global
         torch.testing.assert_close(grad, ref, atol=1e-10, rtol=1e-10, msg=lambda m: f"grad {name}: {m}")
 
 
+def test_torch_path_without_global_rows_keeps_every_other_row():
+    """global_rows=False (the module computes those rows itself): every other row, and the
+    gradients of q, k, v through them, are those of the full call; q_g, k_g, v_g are unread."""
+    tensors, masks = make_inputs(2, 3, 97, 8, 3, 5)
+    pattern = AttentionPattern(window=4, dilation=(1, 2, 3))
+    local_rows = ~masks.global_or_none()[:, None, :, None]
+    full = sliding_chunks_attention(*tensors, pattern, masks)
+    skipped = sliding_chunks_attention(*tensors[:3], None, None, None, pattern, masks, global_rows=False)
+    torch.testing.assert_close(skipped * local_rows, full * local_rows, atol=1e-12, rtol=0)
+    grad_out = torch.randn(full.shape, dtype=full.dtype) * local_rows
+    want = torch.autograd.grad((full * grad_out).sum(), tensors[:3])
+    got = torch.autograd.grad((skipped * grad_out).sum(), tensors[:3])
+    for name, a, b in zip("qkv", got, want):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0, msg=lambda m: f"grad {name}: {m}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_torch_path_low_precision_within_twice_torch_error(dtype):
     """err(ours at dtype) <= 2 * err(plain PyTorch at dtype), both against the fp64 reference."""

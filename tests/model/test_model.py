@@ -180,3 +180,24 @@ def test_roberta_state_dict_loads_through_upgrade():
     longformer.load_state_dict(state, strict=True)
     attn = next(m for m in longformer.modules() if isinstance(m, LongformerSelfAttention))
     assert torch.equal(attn.k_global_proj.weight, attn.k_proj.weight)
+
+
+def test_all_padding_row_beside_global_tokens_stays_finite():
+    """Row 1 is all padding while row 0 has global tokens: row 1's empty global slots see only
+    padding keys. Its outputs are zero, and no NaN reaches any gradient."""
+    from fairseq_longformer.attention import AttentionMasks, AttentionPattern
+    from fairseq_longformer.modules.self_attention import LongformerLayerConfig
+
+    torch.manual_seed(0)
+    attn = LongformerSelfAttention(16, 2, LongformerLayerConfig(AttentionPattern(window=3), impl="torch"))
+    padding = torch.zeros(2, 12, dtype=torch.bool)
+    padding[1] = True
+    is_global = torch.zeros(2, 12, dtype=torch.bool)
+    is_global[0, [0, 5]] = True
+    x = torch.randn(12, 2, 16, requires_grad=True)
+    out = attn.attend(x, AttentionMasks(padding=padding, is_global=is_global))
+    assert torch.isfinite(out).all() and not out[:, 1].any()
+    (out * torch.randn_like(out)).sum().backward()
+    assert torch.isfinite(x.grad).all() and not x.grad[:, 1].any()
+    for parameter in attn.parameters():
+        assert parameter.grad is None or torch.isfinite(parameter.grad).all()
