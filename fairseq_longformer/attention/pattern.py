@@ -127,6 +127,12 @@ def parse_dilation(spec, num_layers: int, num_heads: int) -> Tuple[Tuple[int, ..
     return tuple(parsed)
 
 
+# Score of a masked key where a whole row may be masked (global queries, whose batch row can be
+# all padding): finite rather than -inf, so such a row gets finite softmax values and gradients
+# instead of NaNs that would leak into the backward pass through 0 * NaN.
+MASKED_SCORE = -1e30
+
+
 def default_scale(head_dim: int) -> float:
     return head_dim ** -0.5
 

@@ -36,12 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .pattern import AttentionMasks, AttentionPattern, check_inputs, default_scale
+from .pattern import MASKED_SCORE, AttentionMasks, AttentionPattern, check_inputs, default_scale
 
-# In the small global-query scores, masked scores get this finite value rather than -inf: a
-# row whose every key is masked then has finite softmax values and gradients instead of NaNs
-# that would leak into the backward pass through 0 * NaN.
-MASKED_SCORE = -1e30
+# In the small global-query scores, masked scores get the finite MASKED_SCORE (pattern.py).
 # In the band, masked scores are -inf instead: exp(-1e30 - m) goes through the CPU's slow
 # denormal path (about 2x slower per element than exp(-inf), measured), and the band is where
 # nearly all elements are. Rows with no allowed key are guarded explicitly (_exp_and_lse).

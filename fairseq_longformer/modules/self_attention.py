@@ -15,13 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import AttentionMasks, AttentionPattern, longformer_attention
-from ..attention.pattern import default_scale
-
-
-# Score of a padding key in the global rows: finite, so that a batch row that is all padding
-# (and so has no global token, only empty slots) gets a uniform softmax instead of NaNs that
-# would reach the input's gradient through 0 * NaN.
-MASKED_SCORE = -1e30
+from ..attention.pattern import MASKED_SCORE, default_scale
 
 
 class _KeyMix(torch.autograd.Function):
@@ -129,10 +123,11 @@ class LongformerSelfAttention(nn.Module):
         queries = queries.to(compute)
         w_key = self.k_global_proj.weight.to(compute).view(heads, head_dim, -1)
         folded = torch.einsum("bghd,hdc->bhgc", queries, w_key).reshape(batch, heads * most, -1)
-        query_bias = torch.zeros(batch, 1, heads * most, dtype=compute, device=x.device)
         if self.k_global_proj.bias is not None:
             bias = self.k_global_proj.bias.to(compute).view(heads, head_dim)
             query_bias = torch.einsum("bghd,hd->bhg", queries, bias).reshape(batch, 1, -1)
+        else:
+            query_bias = torch.zeros(batch, 1, heads * most, dtype=compute, device=x.device)
         key_bias = torch.zeros(batch, x.shape[0], 1, dtype=compute, device=x.device)
         if padding is not None:
             key_bias.masked_fill_(padding.unsqueeze(-1), MASKED_SCORE)

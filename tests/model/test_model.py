@@ -8,8 +8,9 @@ from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 import fairseq_longformer  # noqa: F401  (registers the plugin)
+from fairseq_longformer.attention import AttentionMasks, AttentionPattern
 from fairseq_longformer.models.longformer import LongformerModel
-from fairseq_longformer.modules.self_attention import LongformerSelfAttention
+from fairseq_longformer.modules.self_attention import LongformerLayerConfig, LongformerSelfAttention
 
 
 class DictTask:
@@ -185,9 +186,6 @@ def test_roberta_state_dict_loads_through_upgrade():
 def test_all_padding_row_beside_global_tokens_stays_finite():
     """Row 1 is all padding while row 0 has global tokens: row 1's empty global slots see only
     padding keys. Its outputs are zero, and no NaN reaches any gradient."""
-    from fairseq_longformer.attention import AttentionMasks, AttentionPattern
-    from fairseq_longformer.modules.self_attention import LongformerLayerConfig
-
     torch.manual_seed(0)
     attn = LongformerSelfAttention(16, 2, LongformerLayerConfig(AttentionPattern(window=3), impl="torch"))
     padding = torch.zeros(2, 12, dtype=torch.bool)
