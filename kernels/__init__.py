@@ -1,11 +1,35 @@
-"""Triton kernels of fairseq-longformer, installed as ``longformer_kernels``.
+"""The Longformer attention core, installed as ``longformer_kernels``; it imports no fairseq.
 
-Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D) -> (B, H, N, D); semantics in
-``fairseq_longformer/attention/pattern.py``. Importing this package imports triton; on a
-machine without CUDA set TRITON_INTERPRET=1 first (Triton's CPU interpreter).
+    pattern.py          the semantics: AttentionPattern (static), AttentionMasks (per batch)
+    dropout.py          the attention-dropout keep mask, a pure function of (seed, b, h, i, j)
+    reference.py        the slow exact oracle (float64, dense)
+    sliding_chunks.py   the vectorized PyTorch path (CPU and GPU, memory linear in N)
+    triton_attention.py the Triton kernels, forward and backward (imported on first use)
+    api.py              one entry point, ``longformer_attention(..., impl=...)``
+
+Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D) -> (B, H, N, D). The fairseq plugin
+(``fairseq_longformer``) builds on this package; this package never imports the plugin.
+Importing it does not import triton: ``triton_longformer_attention`` and the kernel module load
+on first use. On a machine without CUDA set TRITON_INTERPRET=1 before that first use (Triton's
+CPU interpreter reads it when the kernels are decorated).
 """
-from .longformer_attention import (
-    LongformerAttentionFunction, block_config, triton_longformer_attention,
-)
+from .api import IMPLEMENTATIONS, longformer_attention, resolve_implementation
+from .dropout import AttentionDropout
+from .pattern import AttentionMasks, AttentionPattern, parse_dilation, parse_per_layer
+from .reference import reference_attention
+from .sliding_chunks import sliding_chunks_attention
 
-__all__ = ["LongformerAttentionFunction", "block_config", "triton_longformer_attention"]
+__all__ = [
+    "AttentionDropout", "AttentionMasks", "AttentionPattern", "IMPLEMENTATIONS",
+    "longformer_attention", "parse_dilation", "parse_per_layer", "reference_attention",
+    "resolve_implementation", "sliding_chunks_attention", "triton_longformer_attention",
+]
+
+
+def __getattr__(name):
+    # Triton is heavy to import and absent on some machines: load the kernels when first asked.
+    if name == "triton_longformer_attention":
+        from .triton_attention import triton_longformer_attention
+
+        return triton_longformer_attention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,10 @@
 """@register_model("longformer"): RoBERTa whose encoder layers use Longformer self-attention.
 
 Configuration enters once: ``add_args`` extends RoBERTa's flags, the architecture functions
-hold the defaults, and ``build_model`` turns ``args`` into one frozen ``LongformerLayerConfig``
-per layer; nothing at or below the layer reads ``args`` for the attention pattern.
+hold the defaults, and ``build_model`` turns ``args`` into one frozen ``LongformerAttentionConfig``
+per layer (``modules/attention_configs.py``); nothing at or below the layer reads ``args`` for
+the attention. A causal model (``--attention-causal``) has no global projections and refuses
+a global-attention mask.
 """
 import logging
 from typing import Tuple
@@ -13,9 +15,10 @@ from fairseq.models.roberta.model import base_architecture as roberta_base_archi
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr, safe_hasattr
 
-from ..attention import IMPLEMENTATIONS, AttentionPattern, parse_dilation, parse_per_layer
+from longformer_kernels import IMPLEMENTATIONS
+from ..modules.attention_configs import attention_configs
 from ..modules.encoder import LongformerEncoder
-from ..modules.self_attention import LongformerLayerConfig, LongformerSelfAttention
+from ..modules.self_attention import LongformerSelfAttention
 from .freezing import apply_from_args as apply_freezing_from_args
 
 logger = logging.getLogger(__name__)
@@ -23,26 +26,12 @@ logger = logging.getLogger(__name__)
 GLOBAL_PROJECTIONS = (("q_proj", "q_global_proj"), ("k_proj", "k_global_proj"), ("v_proj", "v_global_proj"))
 
 
-def layer_configs_from_args(args) -> Tuple[LongformerLayerConfig, ...]:
-    """One frozen config per layer from the --attention-* flags."""
-    layers, heads = args.encoder_layers, args.encoder_attention_heads
-    windows = parse_per_layer(args.attention_window, layers, "attention-window")
-    dilations = parse_dilation(args.attention_dilation, layers, heads)
-    return tuple(
-        LongformerLayerConfig(
-            pattern=AttentionPattern(window=w, dilation=d, causal=bool(args.attention_causal)),
-            impl=args.attention_impl,
-        )
-        for w, d in zip(windows, dilations)
-    )
-
-
 class LongformerRobertaEncoder(RobertaEncoder):
     """RoBERTa's encoder (embeddings + LM head) around a LongformerEncoder; threads the
     global-attention mask from ``model(src_tokens, global_attention_mask=...)`` down."""
 
     def build_encoder(self, args, dictionary, embed_tokens):
-        encoder = LongformerEncoder(args, dictionary, embed_tokens, layer_configs_from_args(args))
+        encoder = LongformerEncoder(args, dictionary, embed_tokens, attention_configs(args, "encoder"))
         encoder.apply(init_bert_params)
         return encoder
 
@@ -100,12 +89,6 @@ class LongformerModel(RobertaModel):
         base_architecture(args)
         if not safe_hasattr(args, "max_positions"):
             args.max_positions = safe_getattr(args, "tokens_per_sample", task.max_positions())
-        if safe_getattr(args, "attention_dropout", 0.0) > 0:
-            raise ValueError(
-                f"--attention-dropout {args.attention_dropout}: dropout on attention probabilities is "
-                "not implemented by the Longformer attention kernels; use --attention-dropout 0 "
-                "(--dropout still regularises the hidden states)"
-            )
         encoder = LongformerRobertaEncoder(args, task.source_dictionary)
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, True)
@@ -120,6 +103,8 @@ class LongformerModel(RobertaModel):
     def upgrade_state_dict_named(self, state_dict, name):
         """A RoBERTa state dict has no global projections: start them as copies of Q, K, V."""
         super().upgrade_state_dict_named(state_dict, name)
+        if bool(safe_getattr(self.args, "attention_causal", False)):
+            return  # a causal model has no global projections
         prefix = name + "." if name else ""
         for key in list(state_dict):
             if not key.startswith(prefix + "encoder.sentence_encoder.layers."):
@@ -138,8 +123,7 @@ def base_architecture(args):
     args.attention_causal = safe_getattr(args, "attention_causal", False)
     args.attention_impl = safe_getattr(args, "attention_impl", "auto")
     args.max_positions = safe_getattr(args, "max_positions", 4096)
-    # Dropout on attention probabilities is not part of the banded kernels (see build_model).
-    args.attention_dropout = safe_getattr(args, "attention_dropout", 0.0)
+    # --attention-dropout: RoBERTa's 0.1, which the paper keeps for continued pretraining
     roberta_base_architecture(args)
 
 

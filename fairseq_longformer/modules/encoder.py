@@ -1,9 +1,10 @@
 """fairseq's Transformer encoder with Longformer self-attention, through fairseq's builders.
 
-``LongformerEncoderLayer`` overrides ``build_self_attention``; ``LongformerEncoder`` overrides
-``build_encoder_layer`` and its forward, which carries the typed ``AttentionMasks`` (padding and
-global tokens) down to every layer. fairseq's layer hands its ``encoder_padding_mask`` argument
-to ``self_attn(key_padding_mask=...)`` untouched, so the masks object travels that way.
+``LongformerEncoder`` overrides ``build_encoder_layer`` (layers from ``layers.py``) and its
+forward, which builds the typed ``AttentionMasks`` (padding and global tokens, with the index
+lists and counts every layer needs) once per forward and carries it down to every layer.
+fairseq's layer hands its ``encoder_padding_mask`` argument to ``self_attn(key_padding_mask=...)``
+untouched, so the masks object travels that way.
 
 Shapes: src_tokens (B, N); hidden states (N, B, C) as in fairseq.
 """
@@ -12,30 +13,18 @@ from typing import Optional, Sequence
 import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerEncoder
-from fairseq.modules import TransformerEncoderLayer
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
-from ..attention import AttentionMasks
-from .self_attention import LongformerLayerConfig, LongformerSelfAttention
-
-
-class LongformerEncoderLayer(TransformerEncoderLayer):
-    """A fairseq encoder layer whose self-attention is LongformerSelfAttention."""
-
-    def __init__(self, args, layer_config: LongformerLayerConfig):
-        # fairseq's __init__ calls build_self_attention, which needs the config: set it first.
-        self.layer_config = layer_config
-        super().__init__(args)
-
-    def build_self_attention(self, embed_dim, args):
-        return LongformerSelfAttention(embed_dim, args.encoder_attention_heads, self.layer_config)
+from longformer_kernels import AttentionMasks
+from .layers import LongformerEncoderLayer
+from .self_attention import LongformerAttentionConfig
 
 
 class LongformerEncoder(TransformerEncoder):
     """TransformerEncoder whose layer i uses ``layer_configs[i]`` (window may differ per layer)."""
 
-    def __init__(self, args, dictionary, embed_tokens, layer_configs: Sequence[LongformerLayerConfig]):
+    def __init__(self, args, dictionary, embed_tokens, layer_configs: Sequence[LongformerAttentionConfig]):
         if len(layer_configs) != args.encoder_layers:
             raise ValueError(f"{len(layer_configs)} layer configs for {args.encoder_layers} layers")
         # fairseq builds the layers inside __init__ one call at a time, without an index:
@@ -69,11 +58,12 @@ class LongformerEncoder(TransformerEncoder):
                 "positions: lower --tokens-per-sample, or extend the positions (--max-positions when "
                 "training from scratch, longformer-convert-roberta --max-positions for a checkpoint)"
             )
+        if global_attention_mask is not None and global_attention_mask.shape != src_tokens.shape:
+            raise ValueError(f"global_attention_mask has shape {tuple(global_attention_mask.shape)}, "
+                             f"the tokens {tuple(src_tokens.shape)}: give one flag per token (B, N)")
         padding = src_tokens.eq(self.padding_idx)
-        masks = AttentionMasks(
-            padding=padding if bool(padding.any()) else None,
-            is_global=None if global_attention_mask is None else global_attention_mask.bool(),
-        )
+        # the batch facts every layer needs, computed once here (two host syncs per forward)
+        masks = AttentionMasks(padding=padding, is_global=global_attention_mask)
         x, encoder_embedding = self.forward_embedding(src_tokens, token_embeddings)
         if masks.padding is not None:
             x = x.masked_fill(padding.unsqueeze(-1), 0.0)

@@ -1,11 +1,10 @@
-"""LongformerSelfAttention: the drop-in for fairseq's MultiheadAttention in an encoder layer.
+"""LongformerSelfAttention: the drop-in for fairseq's MultiheadAttention, and its config.
 
-It implements only the call fairseq's ``TransformerEncoderLayer`` makes,
-``self_attn(query=x, key=x, value=x, key_padding_mask=..., need_weights=False, attn_mask=None)``
-with x of shape (N, B, C), and rejects everything else loudly.
-
-Parameter names follow fairseq's MultiheadAttention (q_proj, k_proj, v_proj, out_proj) so a
-RoBERTa state dict loads as is; the global projections (q_global_proj, ...) are new.
+One module for every place a model needs Longformer self-attention: RoBERTa's and BART's
+encoder layers (``self_attn(query=x, key=x, value=x, key_padding_mask=..., need_weights=False,
+attn_mask=None)``) and a causal decoder layer's full-sequence call (fairseq's
+``TransformerDecoderLayer`` adds ``incremental_state=None`` and the (N, N) future mask).
+x is (N, B, C); anything else is rejected loudly.
 """
 from dataclasses import dataclass
 from typing import Optional, Tuple, Union
@@ -14,56 +13,90 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..attention import AttentionMasks, AttentionPattern, longformer_attention
-from ..attention.pattern import MASKED_SCORE, default_scale
+from longformer_kernels import (
+    IMPLEMENTATIONS, AttentionDropout, AttentionMasks, AttentionPattern, longformer_attention,
+)
+from longformer_kernels.dropout import global_rows_keep
+from longformer_kernels.pattern import MASKED_SCORE, default_scale, raise_causal_global
 
 
 class _KeyMix(torch.autograd.Function):
-    """mixed = P^T X with P = softmax over the N keys of (X F^T + query_bias + key_bias): the
-    global rows' attention, in the model dimension (see ``_global_rows``).
+    """mixed = D^T X and mass = rowsum(D) with D = softmax over the N keys of (X F^T + query_bias
+    + key_bias), times the dropout multipliers if any: the global rows' attention, in the model
+    dimension (see ``_global_rows``).
 
     keys X: (B, N, C); folded F: (B, Q, C), Q = heads * global slots; query_bias: (B, 1, Q);
-    key_bias: (B, N, 1), constant. Returns (B, Q, C).
+    key_bias: (B, N, 1), constant; dropped: (B, N, Q) multipliers (0 or 1 / (1 - p)) or None.
+    Returns mixed (B, Q, C) and mass (B, 1, Q) (all ones without dropout).
 
     Why not autograd: X is used twice, so autograd makes two (B, N, C) gradients and adds them;
-    here both parts come out of one matmul, [dS, P] @ [F; dM]. At N = 4096 the fresh (N, C)
+    here both parts come out of one matmul, [dS, D] @ [F; dM]. At N = 4096 the fresh (N, C)
     gradient and the add cost about as much as a matmul (measured).
     """
 
     @staticmethod
-    def forward(ctx, keys, folded, query_bias, key_bias):
+    def forward(ctx, keys, folded, query_bias, key_bias, dropped):
         # key-major scores (B, N, Q): the matmuls below then produce row-major (B, N, ...) results
         scores = torch.baddbmm(query_bias + key_bias, keys, folded.transpose(1, 2))
         probs = torch.softmax(scores, dim=1)
-        ctx.save_for_backward(keys, folded, probs)
-        return torch.bmm(probs.transpose(1, 2), keys)
+        kept = probs if dropped is None else probs * dropped
+        ctx.save_for_backward(keys, folded, probs, dropped)
+        mass = probs.new_ones(probs.shape[0], 1, probs.shape[2]) if dropped is None else kept.sum(1, keepdim=True)
+        return torch.bmm(kept.transpose(1, 2), keys), mass
 
     @staticmethod
-    def backward(ctx, grad_mixed):
-        keys, folded, probs = ctx.saved_tensors
+    def backward(ctx, grad_mixed, grad_mass):
+        keys, folded, probs, dropped = ctx.saved_tensors
         grad_mixed = grad_mixed.contiguous()
-        grad_probs = torch.bmm(keys, grad_mixed.transpose(1, 2))  # (B, N, Q)
+        grad_kept = torch.bmm(keys, grad_mixed.transpose(1, 2))  # (B, N, Q)
+        if dropped is None:  # mass is constant: rows of a softmax sum to 1
+            kept, grad_probs = probs, grad_kept
+        else:
+            kept = probs * dropped
+            grad_probs = grad_kept.add_(grad_mass).mul_(dropped)
         grad_scores = grad_probs.sub_((grad_probs * probs).sum(dim=1, keepdim=True)).mul_(probs)
-        grad_keys = torch.bmm(torch.cat([grad_scores, probs], dim=2), torch.cat([folded, grad_mixed], dim=1))
+        grad_keys = torch.bmm(torch.cat([grad_scores, kept], dim=2), torch.cat([folded, grad_mixed], dim=1))
         grad_folded = torch.bmm(grad_scores.transpose(1, 2), keys)
-        return grad_keys, grad_folded, grad_scores.sum(dim=1, keepdim=True), None
+        return grad_keys, grad_folded, grad_scores.sum(dim=1, keepdim=True), None, None
 
 
 @dataclass(frozen=True)
-class LongformerLayerConfig:
-    """Everything a layer's attention needs; built once from the fairseq args in build_model."""
+class LongformerAttentionConfig:
+    """Everything one layer's attention needs; built once per layer by ``attention_configs``.
+
+    pattern: window, dilation per head, causal. impl: auto / torch / triton / reference.
+    global_projections: the layer has Q_g, K_g, V_g (a model that never uses global attention,
+    such as a causal LM, must not carry their 3 C^2 weights). dropout: on the attention
+    probabilities, in training only.
+    """
 
     pattern: AttentionPattern
     impl: str = "auto"
+    global_projections: bool = True
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        if self.impl not in IMPLEMENTATIONS:
+            raise ValueError(f"attention implementation must be one of {IMPLEMENTATIONS}, got {self.impl!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"--attention-dropout must be in [0, 1), got {self.dropout!r}")
+        if self.pattern.causal and self.global_projections:
+            raise_causal_global()
 
 
 class LongformerSelfAttention(nn.Module):
-    """Multi-head Longformer self-attention.
+    """Multi-head Longformer self-attention: the one module for every model that needs it.
 
-    Input (N, B, C) time-first, as fairseq's encoder layers pass it; output (N, B, C).
+    Input (N, B, C) time-first, as fairseq's layers pass it; output (N, B, C). It implements the
+    call fairseq's ``TransformerEncoderLayer`` makes and the full-sequence (training) call of
+    ``TransformerDecoderLayer``, and rejects everything else loudly.
+
+    Parameter names follow fairseq's MultiheadAttention (q_proj, k_proj, v_proj, out_proj) so a
+    RoBERTa or BART state dict loads as is; the global projections (q_global_proj, ...) exist
+    only when ``config.global_projections``.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, config: LongformerLayerConfig, bias: bool = True):
+    def __init__(self, embed_dim: int, num_heads: int, config: LongformerAttentionConfig, bias: bool = True):
         super().__init__()
         if embed_dim % num_heads != 0:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
@@ -74,16 +107,23 @@ class LongformerSelfAttention(nn.Module):
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.q_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.v_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        if config.global_projections:
+            self.q_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+            self.k_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+            self.v_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    def global_projection_pairs(self):
+        """((local, global) Linear pairs): Q/Q_g, K/K_g, V/V_g; empty without global projections."""
+        if not self.config.global_projections:
+            return ()
+        return ((self.q_proj, self.q_global_proj), (self.k_proj, self.k_global_proj),
+                (self.v_proj, self.v_global_proj))
 
     @torch.no_grad()
     def copy_local_to_global(self) -> None:
         """Initialise Q_g, K_g, V_g as copies of Q, K, V (the paper's initialisation)."""
-        for local, glob in ((self.q_proj, self.q_global_proj), (self.k_proj, self.k_global_proj),
-                            (self.v_proj, self.v_global_proj)):
+        for local, glob in self.global_projection_pairs():
             glob.weight.copy_(local.weight)
             if local.bias is not None:
                 glob.bias.copy_(local.bias)
@@ -93,26 +133,24 @@ class LongformerSelfAttention(nn.Module):
         length, batch, _ = x.shape
         return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
 
-    def _global_rows(self, x: Tensor, is_global: Tensor, padding: Optional[Tensor]):
+    def _global_rows(self, x: Tensor, masks: AttentionMasks, dropout: Optional[AttentionDropout]):
         """The output rows of the global tokens: attention over every non-padding key with the
         global projections, computed through the weights instead of through K_g and V_g.
 
         With Kg = X Wk^T + bk and Vg = X Wv^T + bv per head, softmax(qg Kg^T) Vg equals
-        softmax((qg Wk) X^T + qg.bk) (P X) Wv^T + bv, because each row of P sums to 1. That costs
-        O(H G N C) for G global tokens instead of the O(N C^2) of projecting all N tokens twice:
-        8 global tokens, 12 heads and C = 768 need 8x fewer flops, and nothing of size N x C is
-        kept for backward. Same function, same parameters used (qg.bk only shifts a row's scores,
-        as in the unfactorised form where its gradient is likewise zero up to rounding).
+        softmax((qg Wk) X^T + qg.bk) (P X) Wv^T + rowsum(P) bv. That costs O(H G N C) for G
+        global tokens instead of the O(N C^2) of projecting all N tokens twice: 8 global tokens,
+        12 heads and C = 768 need 8x fewer flops, and nothing of size N x C is kept for backward.
+        Same function, same parameters used (qg.bk only shifts a row's scores, as in the
+        unfactorised form where its gradient is likewise zero up to rounding). rowsum(P) is 1
+        without dropout; with it, P carries the keep mask of (b, h, global position, key).
 
-        x: (N, B, C); is_global, padding: (B, N) bool. Returns positions (K,), batch rows (K,)
-        and values (K, C) for the K global tokens.
+        x: (N, B, C). Returns values (K, C) for the K global tokens (masks.global_rows/_slots).
         """
-        heads, head_dim = self.num_heads, self.head_dim
+        heads, head_dim, most = self.num_heads, self.head_dim, masks.max_global
         batch = x.shape[1]
-        rows, positions = is_global.nonzero(as_tuple=True)  # by batch row, then position
-        counts = is_global.sum(dim=1)
-        slots = torch.arange(rows.numel(), device=x.device) - (torch.cumsum(counts, 0) - counts)[rows]
-        most = int(counts.max())
+        rows, slots = masks.global_rows, masks.global_slots  # by batch row, then position
+        positions = masks.global_index[rows, slots]
         # (B, G, H, D) scaled global queries; empty slots (rows with fewer global tokens) stay 0
         q_rows = self.q_global_proj(x[positions, rows]) * default_scale(head_dim)
         queries = q_rows.new_zeros(batch, most, heads, head_dim)
@@ -129,14 +167,31 @@ class LongformerSelfAttention(nn.Module):
         else:
             query_bias = torch.zeros(batch, 1, heads * most, dtype=compute, device=x.device)
         key_bias = torch.zeros(batch, x.shape[0], 1, dtype=compute, device=x.device)
-        if padding is not None:
-            key_bias.masked_fill_(padding.unsqueeze(-1), MASKED_SCORE)
-        mixed = _KeyMix.apply(keys_in, folded, query_bias, key_bias).view(batch, heads, most, -1)
+        if masks.padding is not None:
+            key_bias.masked_fill_(masks.padding.unsqueeze(-1), MASKED_SCORE)
+        dropped = None if dropout is None else self._global_rows_dropout(dropout, masks, x.shape[0], compute)
+        mixed, mass = _KeyMix.apply(keys_in, folded, query_bias, key_bias, dropped)
         w_value = self.v_global_proj.weight.to(compute).view(heads, head_dim, -1)
-        values = torch.einsum("bhgc,hdc->bghd", mixed, w_value)
+        values = torch.einsum("bhgc,hdc->bghd", mixed.view(batch, heads, most, -1), w_value)
         if self.v_global_proj.bias is not None:
-            values = values + self.v_global_proj.bias.to(compute).view(heads, head_dim)
-        return positions, rows, values[rows, slots].reshape(-1, self.embed_dim).to(x.dtype)
+            bias = self.v_global_proj.bias.to(compute).view(heads, head_dim)
+            if dropout is None:
+                values = values + bias
+            else:
+                values = values + mass.view(batch, heads, most).transpose(1, 2)[..., None] * bias
+        return values[rows, slots].reshape(-1, self.embed_dim).to(x.dtype)
+
+    def _global_rows_dropout(self, dropout: AttentionDropout, masks: AttentionMasks, length: int, dtype) -> Tensor:
+        """(B, N, H * G) key-major multipliers of the global rows: the mask of ``dropout.py``."""
+        keep = global_rows_keep(dropout, masks.global_index, self.num_heads, length)  # (B, H, G, N)
+        return keep.flatten(1, 2).transpose(1, 2).to(dtype).mul_(dropout.keep_scale)
+
+    def _dropout(self) -> Optional[AttentionDropout]:
+        """A fresh keep mask per call in training (seed from torch's CPU generator, so fairseq's
+        --seed makes it reproducible and no device sync is needed); none in eval."""
+        if not self.training or self.config.dropout == 0.0:
+            return None
+        return AttentionDropout(self.config.dropout, int(torch.randint(0, 2 ** 31 - 1, (1,))))
 
     def attend(self, x: Tensor, masks: AttentionMasks) -> Tensor:
         """The heads' attention output before the output projection: (N, B, C) -> (N, B, C).
@@ -146,30 +201,29 @@ class LongformerSelfAttention(nn.Module):
         ``longformer-bench`` can compare the two at the same boundary.
         """
         length, batch, _ = x.shape
-        is_global = masks.global_or_none()
+        if masks.is_global is not None and not self.config.global_projections:
+            if self.config.pattern.causal:
+                raise_causal_global()
+            raise ValueError("global tokens were given, but this attention was built without global "
+                             "projections (LongformerAttentionConfig.global_projections=False)")
+        dropout = self._dropout()
 
         # Projections run on the time-first (N, B, C) input as it comes (no transpose copy), and
         # the output projection writes time-first directly.
         # (One matmul on the stacked q/k/v weights was measured too: no faster on CPU, and it
         # keeps the stacked weight and its gradient as extra memory.)
         q, k, v = (self._heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
-        if is_global is None:
-            out = longformer_attention(q, k, v, None, None, None, self.config.pattern, masks,
-                                       impl=self.config.impl)
-        else:
-            # Local rows attend the global keys with the local projections, in the attention
-            # call. Its global rows are replaced below by rows computed with the global
-            # projections (_global_rows), so it is told to skip them (global_rows=False; the
-            # Triton kernel computes them anyway, from the detached q, k, v it gets in place of
-            # q_g, k_g, v_g): no K_g, V_g over all N tokens is ever made, and the throw-away
-            # rows cost no autograd memory.
-            stand_ins = (q.detach(), k.detach(), v.detach())
-            out = longformer_attention(q, k, v, *stand_ins, self.config.pattern, masks, impl=self.config.impl,
-                                       global_rows=False)
+        # Local rows attend the global keys with the local projections, in the attention call.
+        # Its global rows are replaced below by rows computed with the global projections
+        # (_global_rows), so it is told to skip them (global_rows=False): no K_g, V_g over all N
+        # tokens is ever made.
+        out = longformer_attention(q, k, v, None, None, None, self.config.pattern, masks,
+                                   impl=self.config.impl, global_rows=False, dropout=dropout)
         out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
-        if is_global is not None:
-            positions, rows, values = self._global_rows(x, is_global, masks.padding_or_none())
-            out = out.index_put((positions, rows), values)
+        if masks.is_global is not None:
+            values = self._global_rows(x, masks, dropout)
+            positions = masks.global_index[masks.global_rows, masks.global_slots]
+            out = out.index_put((positions, masks.global_rows), values)
         return out
 
     def forward(
@@ -180,13 +234,23 @@ class LongformerSelfAttention(nn.Module):
         key_padding_mask: Union[AttentionMasks, Tensor, None] = None,
         need_weights: bool = False,
         attn_mask: Optional[Tensor] = None,
+        incremental_state: Optional[dict] = None,
         **unsupported,
     ) -> Tuple[Tensor, None]:
-        """query: (N, B, C); key_padding_mask: AttentionMasks, or a (B, N) bool padding mask."""
+        """query: (N, B, C); key_padding_mask: AttentionMasks, or a (B, N) bool padding mask.
+
+        ``attn_mask`` is accepted only from a causal layer, where it is the future mask fairseq's
+        decoder passes ((N, N), -inf above the diagonal), which the causal pattern already
+        implies; every other mask is refused, since the pattern defines the mask.
+        """
         if unsupported:
             raise TypeError(f"LongformerSelfAttention does not support {sorted(unsupported)}")
-        if attn_mask is not None:
-            raise ValueError("LongformerSelfAttention takes no attn_mask: the pattern defines the mask")
+        if incremental_state is not None:
+            raise NotImplementedError("LongformerSelfAttention has no incremental (step-by-step) decoding yet")
+        if attn_mask is not None and not (self.config.pattern.causal
+                                          and tuple(attn_mask.shape) == (query.shape[0], query.shape[0])):
+            raise ValueError("LongformerSelfAttention takes no attn_mask (the pattern defines the mask); a "
+                             "causal layer accepts only the decoder's (N, N) future mask")
         if need_weights:
             raise ValueError("LongformerSelfAttention does not return attention weights (need_weights=False)")
         if (key is not None and key is not query) or (value is not None and value is not query):
@@ -195,15 +259,26 @@ class LongformerSelfAttention(nn.Module):
         out = self.attend(query, masks)
 
         bias = self.out_proj.bias
-        if masks.global_or_none() is None and self.training and torch.is_grad_enabled():
+        if (masks.is_global is None and self.config.global_projections and self.training
+                and torch.is_grad_enabled()):
             # No token is global (the usual case in MLM pretraining), so the global projections
             # get no gradient and DistributedDataParallel would stop with "parameters that were
             # not used in producing loss" (or need the slow find_unused_parameters=True).
             # Running them on an empty slice adds an exact 0 (to the output bias: a (C,) add,
             # not an (N, B, C) one) and gives them a zero gradient at no cost.
             empty = query[:0]
-            zero = sum(p(empty).sum() for p in (self.q_global_proj, self.k_global_proj, self.v_global_proj))
+            zero = sum(glob(empty).sum() for _, glob in self.global_projection_pairs())
             if bias is None:
                 return F.linear(out, self.out_proj.weight) + zero, None
             bias = bias + zero
         return F.linear(out, self.out_proj.weight, bias), None
+
+    # fairseq's TransformerDecoderLayer asks every self-attention for its incremental-decoding
+    # buffer before calling it; there is none until step-by-step decoding exists.
+    def _get_input_buffer(self, incremental_state) -> dict:
+        if incremental_state is not None:
+            raise NotImplementedError("LongformerSelfAttention has no incremental (step-by-step) decoding yet")
+        return {}
+
+    def _set_input_buffer(self, incremental_state, buffer) -> None:
+        raise NotImplementedError("LongformerSelfAttention has no incremental (step-by-step) decoding yet")

@@ -23,9 +23,9 @@ import torch
 
 hf_longformer = pytest.importorskip("transformers.models.longformer.modeling_longformer")
 
-from fairseq_longformer.attention import AttentionMasks, AttentionPattern  # noqa: E402
+from longformer_kernels import AttentionMasks, AttentionPattern  # noqa: E402
 from fairseq_longformer.modules.self_attention import (  # noqa: E402
-    LongformerLayerConfig,
+    LongformerAttentionConfig,
     LongformerSelfAttention,
 )
 
@@ -49,7 +49,7 @@ def build_pair(window: int, hf_window: int = None, seed: int = 0):
     torch.manual_seed(seed)
     hf = hf_longformer.LongformerSelfAttention(config, layer_id=0).eval()
     ours = LongformerSelfAttention(
-        HIDDEN, HEADS, LongformerLayerConfig(AttentionPattern(window=window), impl="torch")
+        HIDDEN, HEADS, LongformerAttentionConfig(AttentionPattern(window=window), impl="torch")
     ).eval()
     with torch.no_grad():
         for mine, theirs in NAME_MAP.items():

@@ -8,9 +8,9 @@ from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 import fairseq_longformer  # noqa: F401  (registers the plugin)
-from fairseq_longformer.attention import AttentionMasks, AttentionPattern
+from longformer_kernels import AttentionMasks, AttentionPattern
 from fairseq_longformer.models.longformer import LongformerModel
-from fairseq_longformer.modules.self_attention import LongformerLayerConfig, LongformerSelfAttention
+from fairseq_longformer.modules.self_attention import LongformerAttentionConfig, LongformerSelfAttention
 
 
 class DictTask:
@@ -151,12 +151,22 @@ def test_per_layer_windows_and_dilation_reach_the_layers():
     assert [p.window for p in patterns] == [3, 7]
     assert patterns[0].dilation == (1, 2, 1, 2) and patterns[1].dilation == (1,)
     assert all(p.causal for p in patterns)
+    # a causal model has no global attention, so no global projections either
+    assert not any("global_proj" in name for name, _ in model.named_parameters())
+
+
+def test_causal_model_refuses_global_tokens():
+    task = DictTask(positions=64)
+    model = build("longformer_base", task, max_positions=64, attention_window="3", attention_causal=True, **TINY)
+    src = tokens(task, 1, 20)
+    with pytest.raises(ValueError, match="causal"):
+        model(src, global_attention_mask=torch.ones_like(src, dtype=torch.bool))
 
 
 @pytest.mark.parametrize("overrides,match", [
     (dict(attention_window="3,4,5"), "attention-window"),
     (dict(attention_dilation="1:2:3"), "per head"),
-    (dict(attention_dropout=0.1), "attention-dropout"),
+    (dict(attention_dropout=1.0), "attention-dropout"),
 ])
 def test_bad_flags_are_clear_errors(overrides, match):
     settings = dict(TINY, **overrides)
@@ -187,7 +197,7 @@ def test_all_padding_row_beside_global_tokens_stays_finite():
     """Row 1 is all padding while row 0 has global tokens: row 1's empty global slots see only
     padding keys. Its outputs are zero, and no NaN reaches any gradient."""
     torch.manual_seed(0)
-    attn = LongformerSelfAttention(16, 2, LongformerLayerConfig(AttentionPattern(window=3), impl="torch"))
+    attn = LongformerSelfAttention(16, 2, LongformerAttentionConfig(AttentionPattern(window=3), impl="torch"))
     padding = torch.zeros(2, 12, dtype=torch.bool)
     padding[1] = True
     is_global = torch.zeros(2, 12, dtype=torch.bool)

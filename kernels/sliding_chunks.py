@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .dropout import AttentionDropout, global_rows_keep, keep_from_rows, row_hash
 from .pattern import MASKED_SCORE, AttentionMasks, AttentionPattern, check_inputs, default_scale
 
 # In the small global-query scores, masked scores get the finite MASKED_SCORE (pattern.py).
@@ -148,6 +149,53 @@ class _BandLayout:
             yield start, min(start + self.group, self.windows)
 
 
+class _BandDropout:
+    """The attention-dropout keep masks (``dropout.py``) of one band call, as multipliers
+    (0 or 1 / (1 - p)) for its score blocks.
+
+    The band call sees S = B * H' slices of M positions; for dilation d each head is d residue
+    slices (slice s = b * H' + h' with h' = head_in_group * d + r, position of index m =
+    m * d + r). The mask is a function of the original (b, head, position), so this maps back.
+    heads: (H_group,) long, the original head of each head of the group; global_positions:
+    (B, G) long or None.
+    """
+
+    def __init__(self, dropout: AttentionDropout, layout: "_BandLayout", heads: Tensor, dilation: int,
+                 global_positions: Optional[Tensor]):
+        device = heads.device
+        per_batch = layout.heads  # H' = H_group * d
+        s = torch.arange(layout.slices, device=device)
+        self.batch_of_slice = s // per_batch
+        self.residue = s % dilation
+        head = heads[(s % per_batch) // dilation]
+        self.dropout, self.layout, self.dilation = dropout, layout, dilation
+        m = torch.arange(layout.padded, device=device)
+        rows = row_hash(dropout.seed, self.batch_of_slice[:, None], head[:, None],
+                        m[None, :] * dilation + self.residue[:, None])  # (S, padded)
+        self.rows = rows.view(layout.windows, layout.chunk, 1)
+        self.global_positions = global_positions
+
+    def _factor(self, keep: Tensor, dtype) -> Tensor:
+        return keep.to(dtype).mul_(self.dropout.keep_scale)
+
+    def band(self, start: int, end: int, dtype) -> Tensor:
+        """(end - start, c, L) multipliers of windows start .. end - 1."""
+        lay = self.layout
+        t = torch.arange(start, end, device=self.rows.device)
+        # key column u of window t (chunk j of slice s) is index j * c + u - before of slice s;
+        # indices outside the slice are masked by the band's bias, so any value does there
+        index = ((t % lay.num_chunks) * lay.chunk - lay.before)[:, None] + torch.arange(lay.width, device=t.device)
+        slices = t // lay.num_chunks
+        positions = index.clamp_(min=0) * self.dilation + self.residue[slices][:, None]
+        return self._factor(keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout), dtype)
+
+    def global_keys(self, dtype) -> Tensor:
+        """(S, M', G) multipliers of every query against its slice's global keys."""
+        rows = self.rows.view(self.layout.slices, -1, 1)
+        keys = self.global_positions[self.batch_of_slice][:, None, :]  # (S, 1, G)
+        return self._factor(keep_from_rows(rows, keys, self.dropout), dtype)
+
+
 class _GlobalKeys:
     """The G global keys of every slice as extra softmax columns of every query, handled for all
     queries at once (a few batched matmuls over (S, M', G) with M' = nb * c), never inside the
@@ -171,7 +219,8 @@ class _GlobalKeys:
         """(S, M', G) base-2 scores of every query against the slice's global keys."""
         return torch.baddbmm(self.bias, self.per_slice(q_chunks), self.k.transpose(1, 2), alpha=scale2)
 
-    def merge_into(self, out: Tensor, lse: Tensor, q_chunks: Tensor, scale2: float) -> None:
+    def merge_into(self, out: Tensor, lse: Tensor, q_chunks: Tensor, scale2: float,
+                   drop: Optional[_BandDropout]) -> None:
         """In place: out (S * nb, c, D) and lse (S * nb, c, 1), the band's normalised output and
         base-2 log-sum-exp, become those of one softmax over band and global keys together:
         lse = log2(2^lse_band + 2^lse_global), out = 2^(lse_band - lse) out_band
@@ -183,17 +232,25 @@ class _GlobalKeys:
         out_s, lse_s = self.per_slice(out), self.per_slice(lse)
         merged = torch.logaddexp2(lse_s, lse_global)
         out_s.mul_(lse_s.sub_(merged).exp2_())  # lse_s is reused as the band's weight
-        out_s.baddbmm_(scores.sub_(merged).exp2_(), self.v)  # the global keys' joint probabilities
+        probs = scores.sub_(merged).exp2_()  # the global keys' joint probabilities
+        if drop is not None:
+            probs.mul_(drop.global_keys(probs.dtype))
+        out_s.baddbmm_(probs, self.v)
         lse_s.copy_(merged)
 
-    def backward(self, q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v) -> None:
+    def backward(self, q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v,
+                 drop: Optional[_BandDropout]) -> None:
         """Add the global columns' share of the gradients: grad_q (S * nb, c, D) in place, and
         the global keys' and values' gradients into the flat grad_k, grad_v buffers (rows, D).
         delta: (S * nb, c, 1) = rowsum(dO * O); lse: the joint base-2 log-sum-exp."""
         q, grad_o = self.per_slice(q_chunks), self.per_slice(grad_chunks)
         probs = self.scores(q_chunks, scale2).sub_(self.per_slice(lse)).exp2_()  # (S, M', G)
-        grad_v_glob = torch.bmm(probs.transpose(1, 2), grad_o)  # (S, G, D)
-        grad_scores = torch.bmm(grad_o, self.v.transpose(1, 2))  # dP
+        factor = None if drop is None else drop.global_keys(probs.dtype)
+        kept = probs if factor is None else probs * factor
+        grad_v_glob = torch.bmm(kept.transpose(1, 2), grad_o)  # (S, G, D)
+        grad_scores = torch.bmm(grad_o, self.v.transpose(1, 2))  # dP of the kept probabilities
+        if factor is not None:
+            grad_scores.mul_(factor)  # dP of the probabilities before dropout
         grad_scores.sub_(self.per_slice(delta)).mul_(probs)  # dS = P * (dP - delta)
         self.per_slice(grad_q).baddbmm_(grad_scores, self.k)
         grad_k_glob = torch.bmm(grad_scores.transpose(1, 2), q)
@@ -240,13 +297,15 @@ class _BandAttention(torch.autograd.Function):
     forward(q, k, v: (B, H, M, D), key_valid: (B, H or 1, M) bool (keys allowed in the band),
     global_keys: (B, H, G) long or None (global key g of slice (b, h) is row global_keys[b, h, g]
     of the keys flattened to (B * H * M, D)), global_valid: (B, H or 1, G) bool or None, window,
-    causal, scale) -> (B, H, M, D). A row with no allowed key gives zeros.
+    causal, scale, dropout: a function (layout) -> _BandDropout, or None) -> (B, H, M, D).
+    A row with no allowed key gives zeros.
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, key_valid, global_keys, global_valid, window, causal, scale):
+    def forward(ctx, q, k, v, key_valid, global_keys, global_valid, window, causal, scale, dropout):
         batch, heads, length, head_dim = q.shape
         layout = _BandLayout(batch, heads, length, head_dim, window, causal, q.device)
+        drop = None if dropout is None else dropout(layout)
         q_chunks = layout.queries(q)
         k_flat, v_flat = layout.keys(k), layout.keys(v)
         k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
@@ -259,20 +318,22 @@ class _BandAttention(torch.autograd.Function):
         for start, end in layout.groups():
             block = scores[:end - start]
             _scores_into(block, band, key_bias[start:end], q_chunks[start:end], k_windows[start:end], scale2)
-            total = _exp_and_lse(block, lse[start:end])
+            total = _exp_and_lse(block, lse[start:end])  # the normaliser counts every key
+            if drop is not None:
+                block.mul_(drop.band(start, end, block.dtype))
             torch.bmm(block, v_windows[start:end], out=out[start:end]).div_(total)
         if global_keys is not None:
             glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
-            glob.merge_into(out, lse, q_chunks, scale2)
+            glob.merge_into(out, lse, q_chunks, scale2, drop)
 
-        ctx.layout, ctx.scale = layout, scale
+        ctx.layout, ctx.scale, ctx.drop = layout, scale, drop
         ctx.save_for_backward(q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse)
         return layout.unqueries(out)
 
     @staticmethod
     def backward(ctx, grad_out):
         q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse = ctx.saved_tensors
-        layout, scale = ctx.layout, ctx.scale
+        layout, scale, drop = ctx.layout, ctx.scale, ctx.drop
         scale2 = scale * _LOG2_E
         k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
         band, key_bias = layout.bias(key_valid, q_chunks.dtype)
@@ -296,7 +357,12 @@ class _BandAttention(torch.autograd.Function):
             _scores_into(p, band, key_bias[rows], q_chunks[rows], k_windows[rows], scale2)
             p.sub_(lse[rows]).exp2_()  # the joint lse: band probabilities of the joint softmax
             torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
-            torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
+            if drop is None:
+                torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
+            else:  # out used the kept probabilities P * factor; dP above is theirs
+                factor = drop.band(start, end, p.dtype)
+                torch.bmm((p * factor).transpose(1, 2), grad_chunks[rows], out=win)
+                ds.mul_(factor)
             _fold(grad_v_blocks, win, start, layout.blocks)
             ds.sub_(delta[rows]).mul_(p)
             torch.bmm(ds, k_windows[rows], out=grad_q[rows])
@@ -304,23 +370,24 @@ class _BandAttention(torch.autograd.Function):
             _fold(grad_k_blocks, win, start, layout.blocks)
         if global_keys is not None:
             glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
-            glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v)
+            glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)
         grad_q.mul_(scale)
         grad_k.mul_(scale)
         return (layout.unqueries(grad_q), layout.unkeys(grad_k), layout.unkeys(grad_v),
-                None, None, None, None, None, None)
+                None, None, None, None, None, None, None)
 
 
 def _banded_attention(
     q: Tensor, k: Tensor, v: Tensor, key_valid: Tensor, global_keys: Optional[Tensor],
-    global_valid: Optional[Tensor], window: int, causal: bool, scale: float,
+    global_valid: Optional[Tensor], window: int, causal: bool, scale: float, dropout=None,
 ) -> Tensor:
     """Undilated sliding-window attention plus global keys. q, k, v: (B, H, M, D) fp32/fp64;
     key_valid: (B, H or 1, M); global_keys: (B, H, G) rows of the (B * H * M) keys or None;
-    global_valid: (B, H or 1, G). Returns (B, H, M, D)."""
+    global_valid: (B, H or 1, G); dropout: (layout) -> _BandDropout, or None.
+    Returns (B, H, M, D)."""
     if q.shape[2] == 0:
         return q.clone()
-    return _BandAttention.apply(q, k, v, key_valid, global_keys, global_valid, window, causal, scale)
+    return _BandAttention.apply(q, k, v, key_valid, global_keys, global_valid, window, causal, scale, dropout)
 
 
 def _to_residues(x: Tensor, dilation: int, fill=0.0) -> Tensor:
@@ -353,31 +420,29 @@ def _residue_global_keys(index: Tensor, heads: int, dilation: int, length: int) 
     return (row_start + first_of_head + index % dilation) * per_residue + index // dilation
 
 
-def _dilated_banded_attention(q, k, v, key_valid, global_index, global_valid, window, dilation, causal, scale):
+def _dilated_banded_attention(q, k, v, key_valid, global_index, global_valid, window, dilation, causal, scale,
+                              dropout: Optional[AttentionDropout], head_ids: Tensor):
     """``_banded_attention`` with dilation d, in the original layout: (B, H, N, D) in and out;
-    key_valid (B, 1, N); global_index (B, G) positions or None; global_valid (B, 1, G)."""
+    key_valid (B, 1, N); global_index (B, G) positions or None; global_valid (B, 1, G);
+    head_ids (H,): the original index of each of these heads (for the dropout mask)."""
     heads, length = q.shape[1], q.shape[2]
     global_keys = None
     if global_index is not None:
         global_keys = _residue_global_keys(global_index, heads, dilation, length)
+    band_dropout = None
+    if dropout is not None:
+        def band_dropout(layout):
+            return _BandDropout(dropout, layout, head_ids, dilation, global_index)
     if dilation == 1:
-        return _banded_attention(q, k, v, key_valid, global_keys, global_valid, window, causal, scale)
+        return _banded_attention(q, k, v, key_valid, global_keys, global_valid, window, causal, scale,
+                                 band_dropout)
     parts = [_to_residues(t, dilation) for t in (q, k, v)]
     # key_valid is (B, 1, N): its residues (B, d, M) are shared by every head, whose residue
     # subsequences are laid out head-major (head * d + r), hence the repeat.
     valid = _to_residues(key_valid.unsqueeze(-1), dilation, fill=False).squeeze(-1)
     valid = valid.repeat(1, heads, 1)
-    out = _banded_attention(*parts, valid, global_keys, global_valid, window, causal, scale)
+    out = _banded_attention(*parts, valid, global_keys, global_valid, window, causal, scale, band_dropout)
     return _from_residues(out, heads, dilation, length)
-
-
-def _global_indices(is_global: Tensor) -> Tuple[Tensor, Tensor]:
-    """Positions of each row's global tokens, in order: (B, G) long, and (B, G) bool slot validity."""
-    counts = is_global.sum(dim=1)
-    most = int(counts.max())
-    order = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :most]
-    slot_valid = torch.arange(most, device=is_global.device) < counts[:, None]
-    return order, slot_valid
 
 
 def _gather_rows(x: Tensor, index: Tensor) -> Tensor:
@@ -396,16 +461,17 @@ def sliding_chunks_attention(
     masks: AttentionMasks = AttentionMasks(),
     scale: Optional[float] = None,
     global_rows: bool = True,
+    dropout: Optional[AttentionDropout] = None,
 ) -> Tensor:
     """Longformer attention in vectorized PyTorch. Inputs (B, H, N, D); returns (B, H, N, D).
 
     q_g, k_g, v_g may be None when no token is global; only the rows of global tokens of q_g
     are read. Any N works (padded internally). ``global_rows=False``: the rows of the global
     tokens are left unspecified (for a caller that computes them itself) and q_g, k_g, v_g
-    are not read.
+    are not read. ``dropout``: attention dropout with the keep mask of ``dropout.py``.
     """
-    is_global = check_inputs(q, k, v, q_g, k_g, v_g, masks, need_global=global_rows)
-    padding = masks.padding_or_none()
+    is_global = check_inputs(q, k, v, q_g, k_g, v_g, pattern, masks, need_global=global_rows)
+    padding = masks.padding
     batch, heads, length, head_dim = q.shape
     scale = default_scale(head_dim) if scale is None else scale
     out_dtype = q.dtype
@@ -420,7 +486,7 @@ def sliding_chunks_attention(
     index = slot_valid = None
     if is_global is not None:
         key_valid &= ~is_global
-        index, slot_valid = _global_indices(is_global)
+        index, slot_valid = masks.global_index, masks.global_slot_used
 
     dilations = pattern.dilation_per_head(heads)
     groups = [[h for h in range(heads) if dilations[h] == d] for d in sorted(set(dilations))]
@@ -432,7 +498,7 @@ def sliding_chunks_attention(
         outs.append(_dilated_banded_attention(
             select(q), select(k), select(v), key_valid.unsqueeze(1), index,
             None if slot_valid is None else slot_valid.unsqueeze(1), pattern.window,
-            dilations[group[0]], pattern.causal, scale,
+            dilations[group[0]], pattern.causal, scale, dropout, torch.tensor(group, device=q.device),
         ))
     if len(groups) == 1:
         out = outs[0]
@@ -446,9 +512,13 @@ def sliding_chunks_attention(
         scores = torch.matmul(q_rows, k_g.to(compute).transpose(-1, -2))  # (B, H, G, N)
         if padding is not None:
             scores = scores.masked_fill(padding[:, None, None, :], MASKED_SCORE)
-        global_out = torch.matmul(torch.softmax(scores, dim=-1), v_g.to(compute))  # (B, H, G, D)
+        probs = torch.softmax(scores, dim=-1)
+        if dropout is not None:
+            keep = global_rows_keep(dropout, index, heads, length)
+            probs = probs * keep.to(probs.dtype).mul_(dropout.keep_scale)
+        global_out = torch.matmul(probs, v_g.to(compute))  # (B, H, G, D)
         # their rows replace the band's: one out-of-place index_put (a single copy of out)
-        rows, slots = slot_valid.nonzero(as_tuple=True)
+        rows, slots = masks.global_rows, masks.global_slots
         out = out.transpose(1, 2).index_put((rows, index[rows, slots]), global_out[rows, :, slots])
         out = out.transpose(1, 2)
 

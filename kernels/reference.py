@@ -9,6 +9,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .dropout import AttentionDropout, keep_matrix
 from .pattern import AttentionMasks, AttentionPattern, check_inputs, default_scale
 
 
@@ -35,12 +36,16 @@ def allowed_keys(pattern: AttentionPattern, dilation: int, padding, is_global) -
     return allowed
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, scale: float) -> Tensor:
-    """softmax(scale * q k^T) v over the allowed keys of each row; rows with none give zeros."""
+def _attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, scale: float,
+            keep: Optional[Tensor], keep_scale: float) -> Tensor:
+    """softmax(scale * q k^T) v over the allowed keys of each row; rows with none give zeros.
+    ``keep`` (N, N) bool, if given, drops probabilities after the softmax (kept ones scaled)."""
     scores = (q @ k.transpose(-1, -2)) * scale
     scores = scores.masked_fill(~allowed, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     probs = torch.where(allowed.any(-1, keepdim=True), probs, torch.zeros_like(probs))
+    if keep is not None:
+        probs = torch.where(keep, probs * keep_scale, torch.zeros_like(probs))
     return probs @ v
 
 
@@ -54,13 +59,14 @@ def reference_attention(
     pattern: AttentionPattern,
     masks: AttentionMasks = AttentionMasks(),
     scale: Optional[float] = None,
+    dropout: Optional[AttentionDropout] = None,
 ) -> Tensor:
     """Longformer attention computed densely in float64. Returns (B, H, N, D) in q's dtype.
 
     Differentiable (autograd through the dense float64 computation), so it also gives the
-    reference gradients of all six inputs.
+    reference gradients of all six inputs. ``dropout``: see ``dropout.py``.
     """
-    check_inputs(q, k, v, q_g, k_g, v_g, masks)
+    check_inputs(q, k, v, q_g, k_g, v_g, pattern, masks)
     batch, heads, length, head_dim = q.shape
     if q_g is None:  # no global tokens: the global projections are never read
         q_g, k_g, v_g = q, k, v
@@ -70,6 +76,8 @@ def reference_attention(
     padding = no if masks.padding is None else masks.padding.bool().cpu()
     is_global = no if masks.is_global is None else masks.is_global.bool().cpu() & ~padding
 
+    keep = None if dropout is None else keep_matrix(dropout, batch, heads, length, q.device)
+    keep_scale = 1.0 if dropout is None else dropout.keep_scale
     rows = []
     for b in range(batch):
         pad_b, glob_b = padding[b].tolist(), is_global[b].tolist()
@@ -79,8 +87,11 @@ def reference_attention(
         heads_out = []
         for h in range(heads):
             local_allowed = allowed_keys(pattern, dilations[h], pad_b, glob_b).to(q.device)
-            local = _attend(q[b, h].double(), k[b, h].double(), v[b, h].double(), local_allowed, scale)
-            glob = _attend(q_g[b, h].double(), k_g[b, h].double(), v_g[b, h].double(), global_allowed, scale)
+            keep_bh = None if keep is None else keep[b, h]
+            local = _attend(q[b, h].double(), k[b, h].double(), v[b, h].double(), local_allowed, scale,
+                            keep_bh, keep_scale)
+            glob = _attend(q_g[b, h].double(), k_g[b, h].double(), v_g[b, h].double(), global_allowed, scale,
+                           keep_bh, keep_scale)
             heads_out.append(torch.where(global_rows.unsqueeze(-1), glob, local))
         rows.append(torch.stack(heads_out))
     return torch.stack(rows).to(q.dtype)

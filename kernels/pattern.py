@@ -10,14 +10,18 @@ Semantics (the reference implementation is the executable form of this text):
       keys j = i + t*d for -w <= t <= w (causal: -w <= t <= 0), where d is the head's
       dilation, and to every global token. A key that is global is counted once.
       Hugging Face's ``attention_window`` is two-sided (2w); convert only at export.
-    * A global query attends to every non-padding key with q_g, k_g, v_g (global rows
-      ignore ``causal``: global attention is symmetric by definition).
+    * A global query attends to every non-padding key with q_g, k_g, v_g. Global attention is
+      symmetric by definition, so it has no causal meaning: a causal pattern with a global
+      token is refused (ValueError), since every earlier token would see the global one.
     * Padding is never attended; a padding position is never global and its output row is
       zero. A row with nothing to attend to gives zeros, never NaN.
     * Scores are ``scale * q.k`` (scale defaults to D ** -0.5) and the softmax always runs in
       fp32, whatever the input dtype: fp16 scores overflow late in training (paper, sec. 3.2).
+    * Attention dropout (``dropout.py``), when given, drops probability (b, h, i, j) where a pure
+      function of (seed, b, h, i, j) says so and scales the kept ones by 1 / (1 - p), after the
+      softmax (the normaliser counts every allowed key), in every implementation alike.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -51,45 +55,72 @@ class AttentionPattern:
             )
         return self.dilation
 
-    @property
-    def is_dilated(self) -> bool:
-        return any(d > 1 for d in self.dilation)
-
 
 @dataclass(frozen=True)
 class AttentionMasks:
-    """Dynamic, per-batch part of the pattern.
+    """Dynamic, per-batch part of the pattern, with the facts every layer needs computed once.
 
-    padding: (B, N) bool, True where the position is padding (or None: no padding).
-    is_global: (B, N) bool, True where the token has global attention (or None: none).
-    Global flags on padding positions are ignored (padding wins).
+    Built from raw masks, ``AttentionMasks(padding, is_global)``, once per forward (by the
+    encoder), then handed to every layer: the two host syncs that decide "no padding" / "no
+    global token" and the global index lists happen here and nowhere else.
+
+    padding: (B, N) bool, True where the position is padding; None when nothing is padding.
+    is_global: (B, N) bool, True where a non-padding token has global attention; None when no
+        token is global. Global flags on padding positions are dropped (padding wins).
+    Derived (None / 0 without global tokens):
+    global_index: (B, G) long, each row's global positions in ascending order, then zeros.
+    global_count: (B,) long, the number of global tokens of each row.
+    global_slot_used: (B, G) bool, slot g of row b holds a global token (g < count).
+    global_rows, global_slots: (K,) long, the batch row and slot of each of the K global tokens
+        (so their positions are global_index[global_rows, global_slots]).
+    max_global: G, the largest count (a Python int).
     """
 
     padding: Optional[Tensor] = None
     is_global: Optional[Tensor] = None
+    global_index: Optional[Tensor] = field(default=None, init=False, repr=False)
+    global_count: Optional[Tensor] = field(default=None, init=False, repr=False)
+    global_slot_used: Optional[Tensor] = field(default=None, init=False, repr=False)
+    global_rows: Optional[Tensor] = field(default=None, init=False, repr=False)
+    global_slots: Optional[Tensor] = field(default=None, init=False, repr=False)
+    max_global: int = field(default=0, init=False)
+    shape: Optional[Tuple[int, ...]] = field(default=None, init=False, repr=False)  # of the raw masks
+
+    def __post_init__(self):
+        padding, is_global = self.padding, self.is_global
+        if padding is not None and is_global is not None and padding.shape != is_global.shape:
+            raise ValueError(f"padding mask {tuple(padding.shape)} and global mask "
+                             f"{tuple(is_global.shape)} must have the same shape (B, N)")
+        raw = padding if padding is not None else is_global
+        object.__setattr__(self, "shape", None if raw is None else tuple(raw.shape))
+        if padding is not None:
+            padding = padding.bool()
+            padding = padding if bool(padding.any()) else None
+        if is_global is not None:
+            is_global = is_global.bool()
+            if padding is not None:
+                is_global = is_global & ~padding
+            counts = is_global.sum(dim=1)
+            most = int(counts.max()) if counts.numel() else 0
+            if most == 0:
+                is_global = None
+            else:
+                # a stable sort puts each row's global positions first, in ascending order
+                order = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :most]
+                slot_used = torch.arange(most, device=order.device) < counts[:, None]
+                rows, slots = slot_used.nonzero(as_tuple=True)
+                derived = dict(global_index=order.masked_fill(~slot_used, 0), global_count=counts,
+                               global_slot_used=slot_used, global_rows=rows, global_slots=slots,
+                               max_global=most)
+                for name, value in derived.items():
+                    object.__setattr__(self, name, value)
+        object.__setattr__(self, "padding", padding)
+        object.__setattr__(self, "is_global", is_global)
 
     def validate(self, batch: int, length: int) -> None:
-        for name in ("padding", "is_global"):
-            mask = getattr(self, name)
-            if mask is not None and tuple(mask.shape) != (batch, length):
-                raise ValueError(
-                    f"{name} mask must have shape (B, N) = {(batch, length)}, got {tuple(mask.shape)}"
-                )
-
-    def padding_or_none(self) -> Optional[Tensor]:
-        """(B, N) bool padding mask, or None when nothing is padding."""
-        if self.padding is None or not bool(self.padding.any()):
-            return None
-        return self.padding.bool()
-
-    def global_or_none(self) -> Optional[Tensor]:
-        """(B, N) bool mask of global tokens that are not padding, or None when there are none."""
-        if self.is_global is None:
-            return None
-        is_global = self.is_global.bool()
-        if self.padding is not None:
-            is_global = is_global & ~self.padding.bool()
-        return is_global if bool(is_global.any()) else None
+        if self.shape is not None and self.shape != (batch, length):
+            raise ValueError(f"padding and global masks must have shape (B, N) = {(batch, length)}, "
+                             f"got {self.shape}")
 
 
 def parse_per_layer(spec, num_layers: int, name: str) -> Tuple[int, ...]:
@@ -127,6 +158,15 @@ def parse_dilation(spec, num_layers: int, num_heads: int) -> Tuple[Tuple[int, ..
     return tuple(parsed)
 
 
+def raise_causal_global() -> None:
+    """The one error for causal attention with global tokens (pattern, module and model)."""
+    raise ValueError(
+        "global attention cannot be combined with a causal pattern: a global token attends to and "
+        "is attended by every token, so under causal attention every earlier token would see a "
+        "later one; drop the global tokens (global_attention_mask) or the causal mode "
+        "(--attention-causal)")
+
+
 # Score of a masked key where a whole row may be masked (global queries, whose batch row can be
 # all padding): finite rather than -inf, so such a row gets finite softmax values and gradients
 # instead of NaNs that would leak into the backward pass through 0 * NaN.
@@ -138,17 +178,22 @@ def default_scale(head_dim: int) -> float:
 
 
 def check_inputs(q: Tensor, k: Tensor, v: Tensor, q_g: Optional[Tensor], k_g: Optional[Tensor],
-                 v_g: Optional[Tensor], masks: "AttentionMasks", need_global: bool = True) -> Optional[Tensor]:
-    """Check the six (B, H, N, D) inputs and the masks; return the effective global mask.
+                 v_g: Optional[Tensor], pattern: AttentionPattern, masks: "AttentionMasks",
+                 need_global: bool = True) -> Optional[Tensor]:
+    """Check the six (B, H, N, D) inputs, the pattern and the masks; return masks.is_global.
 
     q, k, v must share one shape, dtype and device; so must q_g, k_g, v_g, which may be None
     only when no token is global or ``need_global`` is False (the caller computes the global
-    rows). Returns the (B, N) bool global mask, or None.
+    rows). A causal pattern with global tokens is refused. Returns the (B, N) bool global mask,
+    or None.
     """
     if q.dim() != 4:
         raise ValueError(f"q must be (B, H, N, D), got shape {tuple(q.shape)}")
     masks.validate(q.shape[0], q.shape[2])
-    is_global = masks.global_or_none()
+    pattern.dilation_per_head(q.shape[1])  # raises ValueError on a wrong number of dilations
+    is_global = masks.is_global
+    if pattern.causal and is_global is not None:
+        raise_causal_global()
     named = [("k", k), ("v", v)]
     if (is_global is not None and need_global) or q_g is not None:
         named += [("q_g", q_g), ("k_g", k_g), ("v_g", v_g)]

@@ -7,19 +7,12 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .dropout import AttentionDropout
 from .pattern import AttentionMasks, AttentionPattern
 from .reference import reference_attention
 from .sliding_chunks import sliding_chunks_attention
 
 IMPLEMENTATIONS = ("auto", "reference", "torch", "triton")
-
-
-def _triton_attention(*args, **kwargs):
-    # Imported on first use: triton is heavy to import, and the kernels package is optional on
-    # machines that only run the PyTorch path.
-    from longformer_kernels import triton_longformer_attention
-
-    return triton_longformer_attention(*args, **kwargs)
 
 
 def resolve_implementation(impl: str, device: torch.device) -> str:
@@ -43,16 +36,23 @@ def longformer_attention(
     impl: str = "auto",
     scale: Optional[float] = None,
     global_rows: bool = True,
+    dropout: Optional[AttentionDropout] = None,
 ) -> Tensor:
     """Longformer attention with the implementation ``impl`` (auto, reference, torch, triton).
 
     ``global_rows=False`` is for a caller that computes the global tokens' output rows itself
-    (the self-attention module does, through the weights): those rows of the result are then
-    unspecified. The PyTorch path skips them; the other implementations compute them anyway.
+    (the self-attention module does, through the weights): q_g, k_g, v_g may then be None and
+    those rows of the result are unspecified. The PyTorch path and the Triton kernel skip them;
+    the reference computes them from q, k, v when q_g is None. ``dropout``: ``dropout.py``.
     """
     impl = resolve_implementation(impl, q.device)
+    if impl == "reference":
+        if not global_rows and q_g is None:  # those rows are unspecified: any stand-in will do
+            q_g, k_g, v_g = q, k, v
+        return reference_attention(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale, dropout=dropout)
     if impl == "torch":
-        return sliding_chunks_attention(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale,
-                                        global_rows=global_rows)
-    fn = {"reference": reference_attention, "triton": _triton_attention}[impl]
-    return fn(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale)
+        fn = sliding_chunks_attention
+    else:
+        # imported on first use: triton is heavy to import and absent on some machines
+        from .triton_attention import triton_longformer_attention as fn
+    return fn(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale, global_rows=global_rows, dropout=dropout)
