@@ -7,7 +7,6 @@ the attention. A causal model (``--attention-causal``) has no global projections
 a global-attention mask.
 """
 import logging
-from typing import Tuple
 
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta import RobertaEncoder, RobertaModel

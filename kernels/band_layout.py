@@ -1,0 +1,166 @@
+"""Where the vectorized PyTorch path (``sliding_chunks.py``) puts things: the chunked query and
+strided key-window layout of the band, and the attention-dropout keep masks in that layout.
+
+Shapes: S = B * H slices of M positions; c positions per query chunk, nb chunks per slice,
+L = R * c keys per window (see ``BandLayout``).
+"""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .dropout import AttentionDropout, keep_from_rows, row_hash
+
+# In the small global-query scores, masked scores get the finite MASKED_SCORE (pattern.py).
+# In the band, masked scores are -inf instead: exp(-1e30 - m) goes through the CPU's slow
+# denormal path (about 2x slower per element than exp(-inf), measured), and the band is where
+# nearly all elements are. Rows with no allowed key are guarded explicitly (_exp_and_lse).
+BAND_MASKED = float("-inf")
+# Score elements per group of windows: 2 MiB of fp32, so that a group's scores, probabilities
+# and their gradients stay in cache between the steps that use them. Measured on CPU (N = 4096,
+# 12 heads, w = 256): 2^17-2^18 fastest with 1 thread, 2^19-2^20 with 2 (fewer, larger
+# parallel regions); 2^22 was 1.3-1.5x slower than the best.
+# On a GPU the groups are far larger: there each group costs a dozen kernel launches, and the
+# cache argument does not apply (a size chosen for launch overhead, not measured here).
+GROUP_SCORES = 1 << 19
+GROUP_SCORES_GPU = 1 << 24
+
+
+def _chunk_size(window: int, length: int) -> int:
+    # c = w/4 keeps the wasted (out-of-band) share of each key window at 1.125x the band while
+    # the batched matmuls stay large enough to be efficient (on CPU at w = 256, D = 64, c = 64
+    # beat 128 and 256 in every matmul of forward and backward).
+    return max(1, min(length, max(window // 4, 32)))
+
+
+class BandLayout:
+    """Where every query chunk and key window of the band lives, for S = B * H slices of M
+    positions.
+
+    Queries: (S * nb, c, D) chunks. Keys and values: one flat buffer of (S * nb + R - 1) * c
+    rows holding key p of slice s at row ``before + s * nb * c + p`` (zeros elsewhere), so the
+    window of chunk j of slice s is rows [t * c, t * c + L) with t = s * nb + j, and one
+    as_strided view covers all windows. A window's first and last keys may belong to a
+    neighbouring slice or to padding: the bias masks them.
+    """
+
+    def __init__(self, batch: int, heads: int, length: int, head_dim: int, window: int, causal: bool,
+                 device: torch.device):
+        self.batch, self.heads, self.length, self.head_dim = batch, heads, length, head_dim
+        self.slices = batch * heads
+        # |i - j| <= M - 1 always: a wider window changes nothing and would only cost time
+        self.window = window = min(window, max(length - 1, 0))
+        self.chunk = c = _chunk_size(window, length)
+        self.num_chunks = -(-length // c)
+        self.padded = self.num_chunks * c
+        self.span = window if causal else 2 * window  # query r of a chunk sees keys r <= u <= r + span
+        self.blocks = 1 + -(-self.span // c)  # R = L / c
+        self.width = self.blocks * c  # L, keys per window
+        self.windows = self.slices * self.num_chunks
+        self.before = window  # key p of the chunk starting at position s is window column p - s + w
+        self.rows = (self.windows + self.blocks - 1) * c
+        budget = GROUP_SCORES if device.type == "cpu" else GROUP_SCORES_GPU
+        self.group = max(1, budget // (c * self.width))
+
+    def queries(self, x: Tensor) -> Tensor:
+        """(B, H, M, D) -> (S * nb, c, D), zero padded."""
+        out = x.new_empty(self.batch, self.heads, self.padded, self.head_dim)
+        out[:, :, :self.length] = x
+        out[:, :, self.length:] = 0
+        return out.view(self.windows, self.chunk, self.head_dim)
+
+    def unqueries(self, x: Tensor) -> Tensor:
+        """(S * nb, c, ...) -> (B, H, M, ...) view."""
+        return x.view(self.batch, self.heads, self.padded, *x.shape[2:])[:, :, :self.length]
+
+    def keys(self, x: Tensor) -> Tensor:
+        """(B, H, M, D) -> the flat (rows, D) key buffer."""
+        flat = x.new_empty(self.rows, self.head_dim)
+        start, end = self.before, self.before + self.slices * self.padded
+        flat[:start] = 0
+        flat[end:] = 0
+        flat[start:end].view(self.slices, self.padded, self.head_dim)[:, self.length:] = 0
+        self.unkeys(flat).copy_(x)
+        return flat
+
+    def unkeys(self, flat: Tensor) -> Tensor:
+        """The flat (rows, D) key buffer -> its (B, H, M, D) view."""
+        inner = flat[self.before:self.before + self.slices * self.padded]
+        return inner.view(self.batch, self.heads, self.padded, self.head_dim)[:, :, :self.length]
+
+    def key_windows(self, flat: Tensor) -> Tensor:
+        """(S * nb, L, D) overlapping view of the flat key buffer."""
+        d = self.head_dim
+        return flat.as_strided((self.windows, self.width, d), (self.chunk * d, d, 1))
+
+    def global_rows(self, global_keys: Tensor) -> Tensor:
+        """(B, H, G) indices into the flattened (B * H * M) keys -> (S, G) rows of the flat buffer."""
+        slices, positions = global_keys // self.length, global_keys % self.length
+        return (self.before + slices * self.padded + positions).reshape(self.slices, -1)
+
+    def bias(self, key_valid: Tensor, dtype) -> Tuple[Tensor, Tensor]:
+        """Additive (0 / -inf) biases: (c, L) for the band shape, shared by all windows, and
+        (S * nb, 1, L) for keys outside the sequence or not valid (padding, global)."""
+        c, width, device = self.chunk, self.width, key_valid.device
+        offset = torch.arange(width, device=device) - torch.arange(c, device=device)[:, None]
+        band = torch.zeros(c, width, dtype=dtype, device=device)
+        band.masked_fill_((offset < 0) | (offset > self.span), BAND_MASKED)
+        valid = key_valid.expand(self.batch, self.heads, self.length).reshape(self.slices, self.length)
+        right = self.padded - self.length + width - c - self.before
+        valid = F.pad(valid, (self.before, right), value=False)  # positions -w .. padded + L - c - w
+        valid = valid.unfold(1, width, c)  # (S, nb, L)
+        keys = torch.zeros(valid.shape, dtype=dtype, device=device).masked_fill_(~valid, BAND_MASKED)
+        return band, keys.view(self.windows, 1, width)
+
+    def groups(self):
+        """(start, end) ranges of windows processed together."""
+        for start in range(0, self.windows, self.group):
+            yield start, min(start + self.group, self.windows)
+
+
+class BandDropout:
+    """The attention-dropout keep masks (``dropout.py``) of one band call, as multipliers
+    (0 or 1 / (1 - p)) for its score blocks.
+
+    The band call sees S = B * H' slices of M positions; for dilation d each head is d residue
+    slices (slice s = b * H' + h' with h' = head_in_group * d + r, position of index m =
+    m * d + r). The mask is a function of the original (b, head, position), so this maps back.
+    heads: (H_group,) long, the original head of each head of the group; global_positions:
+    (B, G) long or None.
+    """
+
+    def __init__(self, dropout: AttentionDropout, layout: "BandLayout", heads: Tensor, dilation: int,
+                 global_positions: Optional[Tensor]):
+        device = heads.device
+        per_batch = layout.heads  # H' = H_group * d
+        s = torch.arange(layout.slices, device=device)
+        self.batch_of_slice = s // per_batch
+        self.residue = s % dilation
+        head = heads[(s % per_batch) // dilation]
+        self.dropout, self.layout, self.dilation = dropout, layout, dilation
+        m = torch.arange(layout.padded, device=device)
+        rows = row_hash(dropout.seed, self.batch_of_slice[:, None], head[:, None],
+                        m[None, :] * dilation + self.residue[:, None])  # (S, padded)
+        self.rows = rows.view(layout.windows, layout.chunk, 1)
+        self.global_positions = global_positions
+
+    def _factor(self, keep: Tensor, dtype) -> Tensor:
+        return keep.to(dtype).mul_(self.dropout.keep_scale)
+
+    def band(self, start: int, end: int, dtype) -> Tensor:
+        """(end - start, c, L) multipliers of windows start .. end - 1."""
+        lay = self.layout
+        t = torch.arange(start, end, device=self.rows.device)
+        # key column u of window t (chunk j of slice s) is index j * c + u - before of slice s;
+        # indices outside the slice are masked by the band's bias, so any value does there
+        index = ((t % lay.num_chunks) * lay.chunk - lay.before)[:, None] + torch.arange(lay.width, device=t.device)
+        slices = t // lay.num_chunks
+        positions = index.clamp_(min=0) * self.dilation + self.residue[slices][:, None]
+        return self._factor(keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout), dtype)
+
+    def global_keys(self, dtype) -> Tensor:
+        """(S, M', G) multipliers of every query against its slice's global keys."""
+        rows = self.rows.view(self.layout.slices, -1, 1)
+        keys = self.global_positions[self.batch_of_slice][:, None, :]  # (S, 1, G)
+        return self._factor(keep_from_rows(rows, keys, self.dropout), dtype)
