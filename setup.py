@@ -16,13 +16,13 @@ setup(
     python_requires=">=3.10",
     packages=[
         "fairseq_longformer",
-        "fairseq_longformer.attention",
         "fairseq_longformer.modules",
         "fairseq_longformer.models",
         "fairseq_longformer.tasks",
         "fairseq_longformer.criterions",
         "fairseq_longformer.conversion",
         "fairseq_longformer.cli",
+        "fairseq_longformer.bench",
         "longformer_kernels",
         "longformer_preprocessing",
     ],
@@ -37,11 +37,11 @@ setup(
         "sentencepiece>=0.1.99",
         "triton>=3.0; platform_system == 'Linux'",
         "tqdm",
-        "matplotlib",
     ],
     extras_require={
         "hf": ["transformers>=4.40", "safetensors"],
-        "dev": ["pytest>=7", "transformers>=4.40", "safetensors"],
+        "bench": ["matplotlib"],  # longformer-bench's plot (Figure 1)
+        "dev": ["pytest>=7", "transformers>=4.40", "safetensors", "matplotlib"],
     },
     entry_points={
         "console_scripts": [

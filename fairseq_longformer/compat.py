@@ -113,14 +113,15 @@ def _atomic_checkpoint_copies() -> None:
     truncated checkpoint_last.pt, and starting the same command again stops in ``torch.load``
     (``PytorchStreamReader failed reading zip archive``) instead of resuming. The first file of
     a save is already written as ``.tmp`` + rename (``torch_persistent_save``); with this, the
-    copies are too: to ``<name>.tmp`` in the same folder, flushed to disk, then ``os.replace``,
-    so each name holds either the previous complete checkpoint or the new one. Only
-    ``fairseq.checkpoint_utils`` sees the change; remote paths (iopath) keep fairseq's copy.
+    copies are too (``atomic.atomic_copy``: to ``.<name>.tmp`` in the same folder, flushed to
+    disk, then ``os.replace``), so each name holds either the previous complete checkpoint or the
+    new one. Only ``fairseq.checkpoint_utils`` sees the change; remote paths (iopath) keep
+    fairseq's copy.
     """
-    import shutil
-
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
+
+    from .atomic import atomic_copy
 
     if getattr(checkpoint_utils.PathManager, "_longformer_patched", False):
         return
@@ -134,16 +135,7 @@ def _atomic_checkpoint_copies() -> None:
                 return PathManager.copy(src_path, dst_path, overwrite=overwrite)
             if not overwrite and os.path.exists(dst_path):
                 return False
-            tmp_path = dst_path + ".tmp"
-            try:
-                shutil.copyfile(src_path, tmp_path)
-                with open(tmp_path, "rb+") as f:
-                    os.fsync(f.fileno())
-                os.replace(tmp_path, dst_path)
-            except BaseException:
-                if os.path.exists(tmp_path):
-                    os.remove(tmp_path)
-                raise
+            atomic_copy(src_path, dst_path)
             return True
 
     checkpoint_utils.PathManager = AtomicCopyPathManager

@@ -7,13 +7,11 @@ Passes over the input (each streaming, the corpus is never held in memory):
    number of chunks in flight) and appended to a scratch store;
 2. the store is copied into train/valid/test with fairseq's mmap builder.
 Everything is written in ``<destdir>/.tmp-longformer-preprocess-<pid>/`` and moved to its final
-name with ``os.replace`` at the end, the completion manifest last.
+name at the end, the completion manifest last (``destination``).
 """
 from __future__ import annotations
 
 import collections
-import fcntl
-import hashlib
 import json
 import multiprocessing
 import os
@@ -27,6 +25,9 @@ import numpy as np
 
 from . import document as D
 from .binarize import DocStore, SplitWriter
+from .destination import (
+    MANIFEST, TMP_PREFIX, DestLock, finished_run, output_options, publish_outputs, run_signature,
+)
 from .document import ReaderConfig
 from .options import SOURCES, parse_args
 from .reader_books import read_books
@@ -41,10 +42,6 @@ from .stats import BadInputReport, dump_json, render_markdown
 from .textio import list_input_files
 from .tokenizer import EOS, TokenizerSpec, train_sentencepiece, write_dict
 
-FORMAT_VERSION = 1
-MANIFEST = "preprocess.done.json"
-TMP_PREFIX = ".tmp-longformer-preprocess-"
-LOCK_NAME = ".longformer-preprocess.lock"
 SPM_NAME = "spm.model"
 SPM_CHUNK_CHARS = 2000
 CHUNK_CHARS = 1 << 18  # text per task sent to a worker
@@ -106,22 +103,6 @@ def _encode_chunk(texts: List[str]):
 # ---------------------------------------------------------------- helpers
 
 
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _chunk_text(s: str, limit: int) -> Iterator[str]:
     """Pieces of at most ``limit`` characters, cut at spaces where possible."""
     while len(s) > limit:
@@ -132,27 +113,6 @@ def _chunk_text(s: str, limit: int) -> Iterator[str]:
         s = s[cut:].lstrip()
     if s:
         yield s
-
-
-class _DestLock:
-    """Exclusive lock on destdir: two runs must not write into the same folder."""
-
-    def __init__(self, destdir: str):
-        self.path = os.path.join(destdir, LOCK_NAME)
-        self.fd = None
-
-    def __enter__(self):
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self.fd)
-            raise SystemExit(f"longformer-preprocess: another run is writing to {os.path.dirname(self.path)} (lock {self.path})")
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
 
 
 # ---------------------------------------------------------------- the run
@@ -191,58 +151,6 @@ class Preprocessor:
             shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
             log(f"not reading {len(skipped)} documentation file(s) found in input folders: {shown}")
         return inputs
-
-    def signature(self, inputs) -> dict:
-        a = self.args
-        h = hashlib.sha256()
-        for source, path, _ in inputs:
-            try:
-                st = os.stat(path)
-                h.update(f"{source}\t{os.path.abspath(path)}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
-            except OSError:
-                h.update(f"{source}\t{os.path.abspath(path)}\tmissing\n".encode())
-        tokenizer_files = {}
-        for flag in ("gpt2_encoder_json", "gpt2_vocab_bpe", "sentencepiece_model", "srcdict"):
-            path = getattr(a, flag)
-            if path is not None:
-                tokenizer_files[flag] = _file_sha256(path)
-        return {
-            "format_version": FORMAT_VERSION,
-            "inputs": {s: [os.path.abspath(p) for p in getattr(a, s)] for s in SOURCES if getattr(a, s)},
-            "inputs_sha256": h.hexdigest(),
-            "tokenizer_files_sha256": tokenizer_files,
-            "options": {
-                "train_sentencepiece": a.train_sentencepiece,
-                "spm_model_type": a.spm_model_type,
-                "spm_sample_chars": a.spm_sample_chars,
-                "spm_character_coverage": a.spm_character_coverage,
-                "jsonl_text_field": a.jsonl_text_field,
-                "realnews_min_tokens": a.realnews_min_tokens,
-                "realnews_fraction": str(a.realnews_fraction),
-                "stories_fraction": str(a.stories_fraction),
-                "valid_docs": a.valid_docs.describe(),
-                "test_docs": a.test_docs.describe(),
-                "max_line_tokens": a.max_line_tokens,
-                "max_doc_chars": a.max_doc_chars,
-                "invalid_utf8": a.invalid_utf8,
-                "seed": a.seed,
-            },
-        }
-
-    def finished_run(self, signature: dict) -> Optional[dict]:
-        path = os.path.join(self.destdir, MANIFEST)
-        try:
-            with open(path, encoding="utf-8") as f:
-                manifest = json.load(f)
-        except (OSError, ValueError):
-            return None
-        if manifest.get("signature") != signature:
-            return None
-        for name, size in manifest.get("outputs", {}).items():
-            p = os.path.join(self.destdir, name)
-            if not os.path.isfile(p) or os.path.getsize(p) != size:
-                return None
-        return manifest
 
     # ------------------------------------------------------------ reading and selection
 
@@ -440,10 +348,10 @@ class Preprocessor:
     def run(self) -> dict:
         a = self.args
         os.makedirs(self.destdir, exist_ok=True)
-        with _DestLock(self.destdir):
+        with DestLock(self.destdir):
             inputs = self.collect_inputs()
-            signature = self.signature(inputs)
-            if not a.force and self.finished_run(signature) is not None:
+            signature = run_signature(self.args, inputs)
+            if not a.force and finished_run(self.destdir, signature) is not None:
                 log(f"{self.destdir} already holds a finished run with the same arguments and inputs "
                     f"({MANIFEST}); skipping (use --force to redo)")
                 with open(os.path.join(self.destdir, "stats.json"), encoding="utf-8") as f:
@@ -529,7 +437,7 @@ class Preprocessor:
             f.write(render_markdown(stats))
         outputs += ["stats.json", "stats.md"]
 
-        self.publish(tmp, outputs, signature)
+        publish_outputs(self.destdir, tmp, outputs, signature)
         self.print_summary(stats, elapsed)
         return stats
 
@@ -564,25 +472,8 @@ class Preprocessor:
             },
             "selection": dict(self.selection),
             "bad_input": self.report.to_json(),
-            "options": signature_options(a),
+            "options": output_options(a),
         }
-
-    def publish(self, tmp: str, outputs: List[str], signature: dict) -> None:
-        sizes = {}
-        for name in outputs:
-            path = os.path.join(tmp, name)
-            _fsync(path)
-            sizes[name] = os.path.getsize(path)
-        for name in outputs:
-            os.replace(os.path.join(tmp, name), os.path.join(self.destdir, name))
-        manifest = {"signature": signature, "outputs": sizes}
-        tmp_manifest = os.path.join(tmp, MANIFEST)
-        with open(tmp_manifest, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-        _fsync(tmp_manifest)
-        os.replace(tmp_manifest, os.path.join(self.destdir, MANIFEST))
-        _fsync(self.destdir)
 
     def print_summary(self, stats: dict, elapsed: float) -> None:
         a = self.args
@@ -604,20 +495,6 @@ class Preprocessor:
             log(f"bad input ({self.report.total:,} in all; details in stats.json):\n" + "\n".join(lines))
         else:
             log("bad input: none")
-
-
-def signature_options(a) -> dict:
-    return {
-        "seed": a.seed,
-        "realnews_min_tokens": a.realnews_min_tokens,
-        "realnews_fraction": str(a.realnews_fraction),
-        "stories_fraction": str(a.stories_fraction),
-        "valid_docs": a.valid_docs.describe(),
-        "test_docs": a.test_docs.describe(),
-        "max_line_tokens": a.max_line_tokens,
-        "max_doc_chars": a.max_doc_chars,
-        "invalid_utf8": a.invalid_utf8,
-    }
 
 
 def preprocess(argv: Optional[List[str]] = None) -> dict:

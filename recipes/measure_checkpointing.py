@@ -14,8 +14,9 @@ On CPU this measures host memory; activations dominate the difference, and the d
 what activation checkpointing saves on a GPU as well (there measured with
 torch.cuda.max_memory_allocated, which this script prints when it runs on CUDA).
 
-``--checkpoint-activations`` is set on the model's args here directly: fairseq's RoBERTa
-``add_args`` (which longformer extends) does not declare that flag (see recipes/README.md).
+``--checkpoint-activations`` goes through fairseq's own parser, as in fairseq-train: fairseq's
+RoBERTa ``add_args`` does not declare it, the longformer model's ``add_args`` does (see
+recipes/README.md).
 """
 import argparse
 import json
@@ -58,8 +59,10 @@ def measure_one(opts) -> dict:
              "--dropout", "0.0"]
     if opts.layers:
         flags += ["--encoder-layers", str(opts.layers)]
+    if opts.checkpoint_activations:
+        flags.append("--checkpoint-activations")
     args = options.parse_args_and_arch(parser, input_args=flags)
-    args.checkpoint_activations = opts.checkpoint_activations
+    assert getattr(args, "checkpoint_activations", False) == opts.checkpoint_activations
 
     dictionary = Dictionary()
     for i in range(VOCAB - len(dictionary)):

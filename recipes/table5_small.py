@@ -1,3 +1,4 @@
+#!/usr/bin/env python
 """The shape of the paper's Table 5 (MLM BPC of continued pretraining), in small, on CPU.
 
 Beltagy et al. (2020), Table 5, base models, MLM bits per token on held-out data:
@@ -52,7 +53,10 @@ and allenai's conversion scripts), but at L = 512 and 4,096 tokens those are 7 t
 at L = 32 they are 3 in 128 and dominate the copy's loss, so the table shows BPC with and
 without them.
 
-    bash recipes/table5_small.sh            # or: python -m fairseq_longformer.cli.table5 --out DIR
+    bash recipes/table5_small.sh            # or: python recipes/table5_small.py --out DIR
+
+An experiment, not part of the plugin: it drives fairseq-train, longformer-convert-roberta's
+``convert_roberta_checkpoint`` and fairseq's checkpoint loader from outside.
 """
 import argparse
 import json
@@ -67,8 +71,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-PACKAGE = Path(__file__).resolve().parent.parent
-REPO = PACKAGE.parent
+REPO = Path(__file__).resolve().parent.parent
+PLUGIN = REPO / "fairseq_longformer"  # the --user-dir of every Longformer run
 PAPER = {  # Beltagy et al. 2020, Table 5 (base), MLM BPC
     "roberta": 1.846, "random": 10.299, "copy": 1.957, "short": 1.753, "long": 1.705, "frozen": 1.850,
 }
@@ -191,7 +195,7 @@ def train_cmd(data: Path, save_dir: Path, extra: List[str], a) -> List[str]:
 
 
 def longformer_flags(a, length: int, window: int) -> List[str]:
-    return ["--user-dir", str(PACKAGE), "--arch", "longformer_base", "--task", "longformer_mlm",
+    return ["--user-dir", str(PLUGIN), "--arch", "longformer_base", "--task", "longformer_mlm",
             "--criterion", "longformer_mlm", "--attention-window", str(window),
             "--pad-to-multiple", str(window), "--tokens-per-sample", str(length),
             "--max-positions", str(length), "--batch-size", str(a.batch_tokens // length),
@@ -307,7 +311,7 @@ def shape_checks(results: Dict) -> Dict[str, bool]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m fairseq_longformer.cli.table5", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python recipes/table5_small.py", description=__doc__.split("\n")[0])
     p.add_argument("--out", default="checkpoints/table5_small", help="work and result folder (recreated)")
     p.add_argument("--kjv", default=str(REPO / "data" / "kjv"), help="folder of the 66 KJV books")
     p.add_argument("--tokenizer", choices=("sentencepiece", "word"), default="sentencepiece")
@@ -376,7 +380,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     step("roberta pretrained")
 
     # 2. conversion, random and copied positions
-    from ..conversion.roberta import convert_roberta_checkpoint
+    from fairseq_longformer.conversion.roberta import convert_roberta_checkpoint
 
     converted = {}
     for init in ("random", "copy"):

@@ -1,13 +1,21 @@
-"""Smoke test of ``longformer-bench``: tiny lengths, small heads and window. It checks what the
-benchmark writes and that its contenders compute the same function, never how fast they are."""
+"""``longformer-bench``: what it computes, never how fast it is.
+
+One smoke run of the console script at tiny lengths checks that every case is measured and that
+the contenders compute the same function; the ratios, the table and the plot are checked on
+results whose numbers are known, so that a ratio upside down or a plot of the wrong column fails.
+"""
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from fairseq_longformer.benchmark import hf_available
+from fairseq_longformer.bench import contenders, report
+from fairseq_longformer.bench.contenders import Case, hf_available
+from fairseq_longformer.bench.measure import Result
+from fairseq_longformer.cli import bench as bench_cli
 
 BIN = Path(sys.executable).parent
 LENGTHS = (64, 128)
@@ -34,30 +42,12 @@ def bench_run(tmp_path_factory):
     return out_dir, completed.stdout
 
 
-def test_writes_json_and_png(bench_run):
+def test_every_case_is_measured_and_written(bench_run):
     out_dir, stdout = bench_run
-    png = out_dir / "smoke.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert png.stat().st_size > 10_000  # two panels with lines, not an empty canvas
-    report = json.loads((out_dir / "smoke.json").read_text())
-    assert report["settings"]["window"] == 16 and report["settings"]["heads"] == 2
-    assert report["memory_method"]
-    assert "fwd+bwd ms" in stdout and "xHF" in stdout and "xDense" in stdout
-
-
-def test_replot_redraws_from_the_json(bench_run, tmp_path):
-    out_dir, _ = bench_run
-    copy = tmp_path / "again.json"
-    copy.write_text((out_dir / "smoke.json").read_text())
-    completed = subprocess.run(_command() + ["--replot", str(copy)], capture_output=True, text=True, timeout=300)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert (tmp_path / "again.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "xHF" in completed.stdout  # the table again
-
-
-def test_every_case_measured_with_ratios(bench_run):
-    out_dir, _ = bench_run
-    rows = json.loads((out_dir / "smoke.json").read_text())["results"]
+    assert (out_dir / "smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report_json = json.loads((out_dir / "smoke.json").read_text())
+    assert report_json["settings"]["window"] == 16 and report_json["settings"]["heads"] == 2
+    rows = report_json["results"]
     have_hf = hf_available()[0]
     expected = {(impl, n, g) for impl in ("dense", "torch", "hf") for n in LENGTHS for g in GLOBAL_TOKENS}
     assert {(r["impl"], r["length"], r["global_tokens"]) for r in rows} == expected
@@ -66,15 +56,11 @@ def test_every_case_measured_with_ratios(bench_run):
             assert row["status"] == "n/a"
             continue
         assert row["status"] == "ok", row
-        assert row["fwd_ms"] > 0 and row["fwd_bwd_ms"] > 0
+        assert len(row["fwd_ms_all"]) == 1 and len(row["fwd_bwd_ms_all"]) == 1  # --repeats 1
+        assert row["fwd_ms"] == row["fwd_ms_all"][0] > 0 and row["fwd_bwd_ms"] == row["fwd_bwd_ms_all"][0] > 0
         assert row["peak_fwd_mb"] >= 0 and row["peak_fwd_bwd_mb"] > 0
-        ratios = row["ratios"]
-        for key in ("fwd_bwd_speedup_vs_dense", "fwd_speedup_vs_dense", "peak_fwd_bwd_mem_ratio_vs_dense"):
-            assert ratios[key] is not None and ratios[key] > 0, (row["impl"], key)
-        if have_hf:
-            assert ratios["fwd_bwd_speedup_vs_hf"] is not None and ratios["peak_fwd_bwd_mem_ratio_vs_hf"] > 0
-        if row["impl"] == "dense":
-            assert ratios["fwd_bwd_speedup_vs_dense"] == pytest.approx(1.0)
+    # the table on stdout is the one of these rows
+    assert report.format_table(rows).strip() in stdout
 
 
 def test_contenders_compute_the_same_function(bench_run):
@@ -86,33 +72,122 @@ def test_contenders_compute_the_same_function(bench_run):
             assert row["max_abs_diff_vs_others"] is not None and row["max_abs_diff_vs_others"] < 1e-4, row
 
 
-def test_help_explains_memory_measurement():
-    completed = subprocess.run(_command() + ["--help"], capture_output=True, text=True, timeout=300)
-    assert completed.returncode == 0
-    assert "Peak memory" in completed.stdout and "clear_refs" in completed.stdout
+def test_replot_redraws_from_the_json(bench_run, tmp_path):
+    out_dir, _ = bench_run
+    copy = tmp_path / "again.json"
+    copy.write_text((out_dir / "smoke.json").read_text())
+    completed = subprocess.run(_command() + ["--replot", str(copy)], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert (tmp_path / "again.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = json.loads(copy.read_text())["results"]
+    assert report.format_table(rows).strip() in completed.stdout
 
+
+# ----------------------------------------------------------------------------------------------
+# ratios, table and plot on known numbers
+
+
+def _result(impl, length=1024, global_tokens=0, status="ok", fwd=None, fwd_bwd=None, mem=None, fwd_mem=None,
+            fingerprint=None):
+    case = Case(impl=impl, length=length, global_tokens=global_tokens)
+    return Result(case, status=status, fwd_ms=fwd, fwd_bwd_ms=fwd_bwd, peak_fwd_mb=fwd_mem,
+                  peak_fwd_bwd_mb=mem, fingerprint=fingerprint)
+
+
+def _known_results():
+    return [
+        _result("dense", fwd=30.0, fwd_bwd=90.0, mem=200.0, fwd_mem=100.0, fingerprint=[1.0, 2.0]),
+        _result("torch", fwd=10.0, fwd_bwd=30.0, mem=50.0, fwd_mem=20.0, fingerprint=[1.0, 2.5]),
+        _result("hf", fwd=40.0, fwd_bwd=120.0, mem=400.0, fwd_mem=300.0, fingerprint=[0.0, 2.0]),
+        _result("torch", length=2048, fwd=20.0, fwd_bwd=60.0, mem=100.0, fwd_mem=40.0),
+        _result("dense", length=2048, status="oom"),
+    ]
+
+
+def test_ratios_are_baseline_time_over_this_and_this_memory_over_baseline():
+    rows = {(r["impl"], r["length"]): r for r in report.add_ratios(_known_results())}
+    torch_row = rows["torch", 1024]["ratios"]
+    assert torch_row["fwd_bwd_speedup_vs_dense"] == pytest.approx(3.0)  # 90 / 30: 3x faster
+    assert torch_row["fwd_speedup_vs_dense"] == pytest.approx(3.0)
+    assert torch_row["fwd_bwd_speedup_vs_hf"] == pytest.approx(4.0)
+    assert torch_row["peak_fwd_bwd_mem_ratio_vs_dense"] == pytest.approx(0.25)  # 50 / 200
+    assert torch_row["peak_fwd_mem_ratio_vs_hf"] == pytest.approx(20.0 / 300.0)
+    assert rows["hf", 1024]["ratios"]["fwd_bwd_speedup_vs_dense"] == pytest.approx(0.75)  # slower
+    # fingerprints: the largest difference to any other contender of the same point
+    assert rows["torch", 1024]["max_abs_diff_vs_others"] == pytest.approx(1.0)  # vs hf's first value
+    assert rows["dense", 1024]["max_abs_diff_vs_others"] == pytest.approx(1.0)
+    # a baseline that failed gives no ratio, never a number against a missing time
+    assert rows["torch", 2048]["ratios"]["fwd_bwd_speedup_vs_dense"] is None
+    assert rows["torch", 2048]["ratios"]["fwd_bwd_speedup_vs_hf"] is None
+
+
+def test_table_shows_the_ratios_and_the_failures():
+    table = report.format_table(report.add_ratios(_known_results()))
+    torch_line = next(line for line in table.splitlines() if line.split()[:3] == ["1024", "torch", "ok"])
+    # N impl status fwd f+b fwdMB f+bMB xHF xDense mem/HF mem/dense |diff| busy
+    assert torch_line.split()[3:11] == ["10", "30", "20", "50", "4.00", "3.00", "0.12", "0.25"]
+    assert "dense N=2048 G=0: oom" in table
+
+
+def test_plot_draws_each_contenders_measured_values():
+    pytest.importorskip("matplotlib")
+    rows = report.add_ratios(_known_results())
+    figure = report.figure1(rows, "test")
+    try:
+        time_axis, memory_axis = figure.axes
+        lines = {line.get_label(): line for line in time_axis.get_lines()}
+        label = f"{report.LABELS['torch']}, 0 global"
+        assert list(lines[label].get_xdata()) == [1024, 2048]
+        assert list(lines[label].get_ydata()) == [30.0, 60.0]  # forward+backward times
+        memory = {line.get_label(): line for line in memory_axis.get_lines()}
+        assert list(memory[label].get_ydata()) == [50.0, 100.0]  # forward+backward peaks
+        dense = f"{report.LABELS['dense']}, 0 global"
+        assert list(lines[dense].get_xdata()) == [1024]  # the OOM point is not drawn as a value
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+
+
+def test_missing_matplotlib_stops_with_the_install_command(tmp_path):
+    """matplotlib is an optional extra: without it the CLI stops before measuring and says how to
+    install it."""
+    code = ("import sys; sys.modules['matplotlib'] = None\n"  # what a missing package looks like
+            "from fairseq_longformer.cli import bench\n"
+            f"sys.exit(bench.main(['--lengths', '64', '--out-dir', {str(tmp_path)!r}]))")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    assert "pip install 'fairseq-longformer[bench]'" in completed.stderr
+    assert not any(tmp_path.iterdir())  # nothing measured, nothing written
+
+
+def test_arguments_defaults_and_refusals(capsys):
+    args = bench_cli.parse_args(["--device", "cpu"])
+    assert args.lengths == bench_cli.CPU_LENGTHS and args.impls == ["dense", "torch", "hf"]
+    assert args.name == "figure1_cpu" and args.time_cap == 60.0
+    for bad in (["--window", "0"], ["--repeats", "0"], ["--lengths", "0"], ["--global-tokens", "-1"]):
+        with pytest.raises(SystemExit) as stopped:
+            bench_cli.parse_args(["--device", "cpu", *bad])
+        assert stopped.value.code == 2
+        assert bad[0] in capsys.readouterr().err
 
 
 def test_contenders_agree_at_both_boundaries():
     """Every contender computes the same function without the output projection (HF's
     LongformerSelfAttention boundary, the default) and with it, and the second boundary is the
     first followed by the output projection."""
-    import torch
-
-    from fairseq_longformer import benchmark
-
     impls = ["dense", "torch"] + (["hf"] if hf_available()[0] else [])
     outputs = {}
     for output_projection in (False, True):
         for impl in impls:
-            case = benchmark.Case(impl=impl, length=64, global_tokens=3, heads=2, head_dim=16, window=16,
-                                  output_projection=output_projection)
-            x, _, is_global = benchmark._inputs(case, case.length, torch.device("cpu"), torch.float32)
-            weights = benchmark.shared_weights(case.hidden)
-            _, f = benchmark.build_contender(case, torch.device("cpu"), torch.float32, weights, is_global)
+            case = Case(impl=impl, length=64, global_tokens=3, heads=2, head_dim=16, window=16,
+                        output_projection=output_projection)
+            x, _, is_global = contenders.make_inputs(case, case.length, torch.device("cpu"), torch.float32)
+            weights = contenders.shared_weights(case.hidden)
+            _, f = contenders.build_contender(case, torch.device("cpu"), torch.float32, weights, is_global)
             with torch.no_grad():
                 outputs[impl, output_projection] = f(x)
-    weight, bias = benchmark.shared_weights(32)["out_proj"]
+    weight, bias = contenders.shared_weights(32)["out_proj"]
     for impl in impls:
         for output_projection in (False, True):
             torch.testing.assert_close(outputs[impl, output_projection], outputs["dense", output_projection],

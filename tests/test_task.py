@@ -71,3 +71,53 @@ def test_tokens_per_sample_beyond_positions_stops_before_training(kjv_data_bin):
     ARCH_CONFIG_REGISTRY["longformer_base"](args)
     with pytest.raises(ValueError, match="--tokens-per-sample 256 is larger than the model's 128 positions"):
         task.build_model(args)
+
+
+def test_include_target_tokens_and_index_reach_the_model(kjv_data_bin):
+    """fairseq's masked_lm options keep their meaning in the overridden dataset: the targets
+    padded like the input as ``target_tokens``, the sample ids as ``src_id`` (on by default),
+    and the model takes the batch as fairseq's criterion hands it over."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    task = setup_task(kjv_data_bin, include_target_tokens=True)
+    assert task.cfg.include_index  # fairseq's default
+    task.load_dataset("valid")
+    dataset = task.dataset("valid")
+    indices = list(range(min(3, len(dataset))))
+    batch = dataset.collater([dataset[i] for i in indices])
+    net_input = batch["net_input"]
+    assert torch.equal(net_input["target_tokens"], batch["target"])
+    assert torch.equal(net_input["src_id"], batch["id"])
+    assert net_input["target_tokens"].shape == net_input["src_tokens"].shape
+    args = argparse.Namespace(arch="longformer_base", max_positions=128, encoder_layers=1, encoder_embed_dim=16,
+                              encoder_ffn_embed_dim=16, encoder_attention_heads=2, attention_window="16")
+    model = ARCH_MODEL_REGISTRY["longformer_base"].build_model(args, task)
+    logits = model(**net_input)[0]
+    assert logits.shape[:2] == net_input["src_tokens"].shape
+
+    plain = setup_task(kjv_data_bin, include_index=False)
+    plain.load_dataset("valid")
+    dataset = plain.dataset("valid")
+    net_input = dataset.collater([dataset[i] for i in indices])["net_input"]
+    assert set(net_input) == {"src_tokens", "src_lengths"}
+
+
+def test_pad_multiple_that_pads_past_the_positions_stops_before_training(kjv_data_bin):
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    task = setup_task(kjv_data_bin, tokens_per_sample=120, pad_to_multiple=64)  # 120 -> 128 > 120
+    args = argparse.Namespace(arch="longformer_base", max_positions=120, encoder_layers=1,
+                              encoder_embed_dim=16, encoder_ffn_embed_dim=16, encoder_attention_heads=2,
+                              attention_window="8", _name="longformer_base")
+    ARCH_CONFIG_REGISTRY["longformer_base"](args)
+    with pytest.raises(ValueError, match="--pad-to-multiple 64 pads a full block of --tokens-per-sample 120 to 128"):
+        task.build_model(args)
+
+
+def test_batch_pad_multiple_divides_the_block_and_every_window():
+    from fairseq_longformer.tasks.longformer_mlm import batch_pad_multiple
+
+    assert batch_pad_multiple([256] * 12, 4096) == 256  # the paper's setting
+    assert batch_pad_multiple([32, 32, 64], 1024) == 32
+    assert batch_pad_multiple([256], 1000) == 8  # a window that does not divide the block
+    assert batch_pad_multiple([0, 16], 128) == 16  # w = 0 imposes nothing

@@ -6,7 +6,8 @@ included, up to the heads' output (Hugging Face's LongformerSelfAttention bounda
 --output-projection adds the output projection to every contender): full self-attention (dense SDPA with the Longformer
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
 LongformerSelfAttention. Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
---out-dir. The measuring code is in ``fairseq_longformer/benchmark.py``.
+--out-dir (the plot needs matplotlib: pip install 'fairseq-longformer[bench]'). The measuring
+code is in the package ``fairseq_longformer/bench/``.
 """
 import argparse
 import json
@@ -17,8 +18,10 @@ import time
 
 import torch
 
-from .. import benchmark
-from ..benchmark import CONTENDERS, MEMORY_HELP, Case
+from ..bench.contenders import CONTENDERS, Case
+from ..bench.measure import MEMORY_HELP, Result
+from ..bench.report import add_ratios, format_table, plot, require_matplotlib
+from ..bench.workers import default_memory_limit_mb, run_side_by_side
 
 CPU_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
 GPU_LENGTHS = CPU_LENGTHS + [32768]
@@ -133,8 +136,8 @@ def replot(json_path: str) -> int:
     with open(json_path) as handle:
         report = json.load(handle)
     png_path = os.path.splitext(json_path)[0] + ".png"
-    print(benchmark.format_table(report["results"]))
-    benchmark.plot(report["results"], png_path, plot_title(report["settings"], report["environment"]))
+    print(format_table(report["results"]))
+    plot(report["results"], png_path, plot_title(report["settings"], report["environment"]))
     print(f"\nwrote {png_path}")
     return 0
 
@@ -143,13 +146,18 @@ def main(argv=None) -> int:
     from tqdm import tqdm
 
     args = parse_args(argv)
+    try:
+        require_matplotlib()  # fail now, not after half an hour of measuring
+    except ImportError as error:
+        print(f"longformer-bench: error: {error}", file=sys.stderr)
+        return 2
     if args.replot:
         return replot(args.replot)
     os.makedirs(args.out_dir, exist_ok=True)
     memory_limit_mb = None
     if args.device == "cpu":
         memory_limit_mb = (args.memory_limit_gb * 1024 if args.memory_limit_gb
-                           else benchmark.default_memory_limit_mb())
+                           else default_memory_limit_mb())
     cases = [Case(impl=impl, length=length, global_tokens=g, batch=args.batch, heads=args.heads,
                   head_dim=args.head_dim, window=args.window, device=args.device, dtype=args.dtype,
                   repeats=args.repeats, threads=args.threads, time_cap=args.time_cap,
@@ -170,11 +178,11 @@ def main(argv=None) -> int:
             for case in point:
                 previous = given_up.get((case.impl, case.global_tokens))
                 if previous is not None:
-                    skipped[case.impl] = benchmark.Result(
+                    skipped[case.impl] = Result(
                         case, status=previous.status, note=f"skipped: {previous.status} already at N={previous.case.length}")
                 else:
                     to_run.append(case)
-            measured = dict(zip((c.impl for c in to_run), benchmark.run_side_by_side(
+            measured = dict(zip((c.impl for c in to_run), run_side_by_side(
                 to_run, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)))
             for case in point:
                 result = skipped.get(case.impl) or measured[case.impl]
@@ -184,8 +192,8 @@ def main(argv=None) -> int:
                     progress.write(f"{case.impl} N={case.length} G={case.global_tokens}: {result.status} {result.note}")
                 results.append(result)
                 progress.update(1)
-    rows = benchmark.add_ratios(results)
-    print(benchmark.format_table(rows))
+    rows = add_ratios(results)
+    print(format_table(rows))
 
     info["load_average_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     info["seconds"] = round(time.time() - started, 1)
@@ -198,7 +206,7 @@ def main(argv=None) -> int:
     png_path = os.path.join(args.out_dir, args.name + ".png")
     with open(json_path, "w") as handle:
         json.dump(report, handle, indent=1)
-    benchmark.plot(rows, png_path, plot_title(settings, info))
+    plot(rows, png_path, plot_title(settings, info))
     print(f"\nwrote {json_path} and {png_path}")
     return 0
 

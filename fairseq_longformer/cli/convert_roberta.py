@@ -8,9 +8,9 @@ prints the fairseq-train flags that continue pretraining from the result.
 """
 import argparse
 import logging
-import shlex
 import sys
 
+from ..conversion.restore import continue_command
 from ..conversion.roberta import convert_roberta_checkpoint
 
 
@@ -54,8 +54,7 @@ def main(argv=None) -> int:
         return 2
     print(f"wrote {result.checkpoint} and {result.dictionary} "
           f"({result.roberta_positions} -> {result.max_positions} positions, {result.init_positions})")
-    print("continue pretraining with:\n  fairseq-train DATA --user-dir fairseq_longformer "
-          + " ".join(shlex.quote(f) for f in result.train_flags()) + " ...")
+    print("continue pretraining with:\n  " + continue_command(result.train_flags()) + " ...")
     print(f"train only the new positions: add --train-new-positions-only {result.roberta_positions}")
     return 0
 

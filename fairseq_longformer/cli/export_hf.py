@@ -5,21 +5,22 @@ given) that ``transformers.LongformerForMaskedLM.from_pretrained(OUTDIR)`` loads
 The window is converted to HF's two-sided convention (2w per layer). Settings HF cannot represent
 (dilation, causal attention, ...) stop the export with an error naming them; nothing is written
 (the folder is assembled next to OUTDIR and renamed into place only when complete).
-See fairseq_longformer/conversion/hf.py.
+See fairseq_longformer/conversion/hf_export.py.
 """
 import argparse
 import logging
 import sys
 from typing import List, Optional
 
+from . import folder_parser
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="longformer-export-hf",
-        description="Export a fairseq Longformer checkpoint to a Hugging Face LongformerForMaskedLM folder.",
+    parser = folder_parser(
+        "longformer-export-hf",
+        "Export a fairseq Longformer checkpoint to a Hugging Face LongformerForMaskedLM folder.",
+        "checkpoint", "fairseq checkpoint (.pt), or a folder holding model.pt",
     )
-    parser.add_argument("checkpoint", help="fairseq checkpoint (.pt), or a folder holding model.pt")
-    parser.add_argument("outdir", help="output folder (must not exist or be empty, unless --overwrite)")
     parser.add_argument("--dict", dest="dict_path", metavar="DICT_TXT",
                         help="the dict.txt the model was trained with (default: next to the checkpoint, "
                              "else in the checkpoint's data folder)")
@@ -27,14 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--gpt2-encoder-json", metavar="FILE", help="GPT-2 BPE encoder.json (RoBERTa's BPE)")
     tok.add_argument("--gpt2-vocab-bpe", metavar="FILE", help="GPT-2 BPE vocab.bpe (merges)")
     tok.add_argument("--sentencepiece-model", metavar="FILE", help="sentencepiece unigram .model")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUTDIR")
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from ..conversion.hf import TokenizerFiles, export_checkpoint
+    from ..conversion.hf_export import TokenizerFiles, export_checkpoint
 
     tokenizer = TokenizerFiles(args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model)
     try:

@@ -4,36 +4,36 @@ a fairseq checkpoint (OUTDIR/model.pt, with the cfg fairseq's checkpoint_utils a
 
 A RoBERTa gets its positions extended to --max-positions (default 4096, rows tiled as in the
 paper) and global projections copied from Q, K, V. A Longformer keeps its window (HF's two-sided
-attention_window // 2). See fairseq_longformer/conversion/hf.py for the dictionary convention.
+attention_window // 2). See fairseq_longformer/conversion/hf_keymap.py for the dictionary convention.
 """
 import argparse
 import logging
-import shlex
 import sys
 from typing import List, Optional
 
+from . import folder_parser
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="longformer-import-hf",
-        description="Import a Hugging Face Longformer/RoBERTa masked LM as a fairseq Longformer checkpoint.",
+    parser = folder_parser(
+        "longformer-import-hf",
+        "Import a Hugging Face Longformer/RoBERTa masked LM as a fairseq Longformer checkpoint.",
+        "hf_dir", "Hugging Face model folder (config.json + model.safetensors)",
     )
-    parser.add_argument("hf_dir", help="Hugging Face model folder (config.json + model.safetensors)")
-    parser.add_argument("outdir", help="output folder (must not exist or be empty, unless --overwrite)")
     parser.add_argument("--max-positions", type=int, metavar="N",
                         help="tokens of the fairseq model (default: the source's for a Longformer, 4096 for "
                              "RoBERTa); more than the source's extends the position table by copying")
     parser.add_argument("--attention-window", metavar="W",
                         help="RoBERTa only: ONE-sided window w, one value or one per layer (default 256, "
                              "HF's 512)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUTDIR")
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from ..conversion.hf import import_hf
+    from ..conversion.hf_import import import_hf
+    from ..conversion.restore import continue_command
 
     try:
         result = import_hf(args.hf_dir, args.outdir, args.max_positions, args.attention_window, args.overwrite)
@@ -41,8 +41,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"longformer-import-hf: error: {error}", file=sys.stderr)
         return 2
     print(f"wrote {result.checkpoint} and {result.dictionary} (dictionary: {result.dictionary_source})")
-    print("continue training with: fairseq-train DATA --user-dir fairseq_longformer "
-          + " ".join(shlex.quote(f) for f in result.train_flags()))
+    print("continue training with: " + continue_command(result.train_flags()))
     return 0
 
 

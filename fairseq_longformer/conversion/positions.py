@@ -10,6 +10,14 @@ import torch
 from torch import Tensor
 
 
+def check_extendable(source_positions: int, target_positions: int) -> None:
+    """Raise ValueError unless ``target_positions`` >= ``source_positions``: positions are only
+    ever extended (a shorter table would drop positions the source model learned)."""
+    if target_positions < source_positions:
+        raise ValueError(f"--max-positions {target_positions} is smaller than the source model's "
+                         f"{source_positions} positions: positions can only be extended")
+
+
 def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1,
                      init: str = "copy", generator: torch.Generator = None) -> Tensor:
     """(source_positions + padding_idx + 1, C) -> (target_positions + padding_idx + 1, C).
@@ -22,9 +30,7 @@ def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1
     if source_positions <= 0:
         raise ValueError(f"position table of {weight.shape[0]} rows has no learned rows "
                          f"beyond the {reserved} reserved ones")
-    if target_positions < source_positions:
-        raise ValueError(f"--max-positions {target_positions} is smaller than the source model's "
-                         f"{source_positions} positions: positions can only be extended")
+    check_extendable(source_positions, target_positions)
     learned = weight[reserved:]
     if init == "copy":
         repeats = -(-target_positions // source_positions)

@@ -10,8 +10,9 @@ that ``fairseq-train --user-dir fairseq_longformer --restore-file OUT/model.pt``
   * global projections Q_g, K_g, V_g initialised as copies of Q, K, V;
   * the saved config (``cfg`` of a Hydra-era checkpoint, or ``args`` of an older one) rewritten to
     arch ``longformer_base`` with one attention window per layer, the new length in
-    ``max_positions`` / ``tokens_per_sample`` and the source's position count in
-    ``roberta_positions`` (``--train-new-positions-only`` needs that number);
+    ``max_positions`` / ``tokens_per_sample`` and the batch padding multiple; the source's
+    position count (``--train-new-positions-only`` needs it) is printed and kept in the
+    checkpoint's ``extra_state["longformer_conversion"]``;
   * the training state reset (update 0, no optimizer state): continued pretraining starts fresh.
 
 Both key layouts are read: fairseq >= 0.10 (``encoder.sentence_encoder.*``, ``layernorm_embedding``)
@@ -19,7 +20,7 @@ and the released 2019 checkpoints (``decoder.sentence_encoder.*``, ``emb_layer_n
 fused ``in_proj_weight``). The output always uses the current layout.
 
 Everything is validated in memory before anything is written; files are written to temporary
-names in the output folder and moved into place with ``os.replace``, ``model.pt`` last.
+names in the output folder and moved into place (``atomic.atomic_files``), ``model.pt`` last.
 
 Loading the result through fairseq's hub: ``LongformerModel.from_pretrained(OUT,
 checkpoint_file="model.pt")``. fairseq's RoBERTa ``from_pretrained`` defaults to ``bpe="gpt2"``
@@ -33,11 +34,8 @@ with ``torch.load(weights_only=False)``, as fairseq itself does. Convert only fi
 import argparse
 import copy
 import logging
-import math
-import os
 import re
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,9 +44,12 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..attention import AttentionPattern, parse_per_layer
-from .positions import extend_positions
-from .train_flags import model_train_flags
+from longformer_kernels import AttentionPattern, parse_per_layer
+from ..atomic import atomic_files
+from ..global_projections import add_missing_global_projections
+from ..tasks.longformer_mlm import batch_pad_multiple
+from .positions import check_extendable, extend_positions
+from .restore import ConvertedCheckpoint, fresh_training_state
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,6 @@ LAYER_MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "se
 HEAD_KEYS = ("encoder.lm_head.weight", "encoder.lm_head.bias",
              "encoder.lm_head.dense.weight", "encoder.lm_head.dense.bias",
              "encoder.lm_head.layer_norm.weight", "encoder.lm_head.layer_norm.bias")
-GLOBAL_COPIES = (("q_proj", "q_global_proj"), ("k_proj", "k_global_proj"), ("v_proj", "v_global_proj"))
 
 # Tokenizer files fairseq's hub loader looks for next to model.pt: copied along when present.
 TOKENIZER_FILES = ("encoder.json", "vocab.bpe", "sentencepiece.bpe.model", "merges.txt",
@@ -75,28 +75,21 @@ TASK = "longformer_mlm"
 
 
 @dataclass
-class ConversionResult:
+class ConversionResult(ConvertedCheckpoint):
     """What ``convert_roberta_checkpoint`` wrote, and the numbers a training command needs."""
 
-    checkpoint: Path
-    dictionary: Path
-    source: Path
-    source_layout: str
-    roberta_positions: int
-    max_positions: int
-    attention_window: Tuple[int, ...]
-    init_positions: str
-    model_dims: Dict[str, int]
+    source: Optional[Path] = None
+    source_layout: str = "new"
+    roberta_positions: int = 0
+    init_positions: str = "copy"
     copied_files: List[str] = field(default_factory=list)
     dropped_keys: List[str] = field(default_factory=list)
 
     def train_flags(self) -> List[str]:
-        """The fairseq-train flags that build a model this checkpoint loads into."""
-        d = self.model_dims
-        return model_train_flags(
-            ARCH, d["encoder_layers"], d["encoder_embed_dim"], d["encoder_ffn_embed_dim"],
-            d["encoder_attention_heads"], self.attention_window, self.max_positions, self.checkpoint,
-        ) + ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
+        """The fairseq-train flags that build a model this checkpoint loads into, with the
+        --reset-* flags of continued pretraining (not needed by the fresh training state written
+        here, but right for any RoBERTa checkpoint passed the same way)."""
+        return super().train_flags() + ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,7 +283,7 @@ def model_dims(model_section, model_state: Mapping, layers: int) -> Dict[str, in
     }
 
 
-def rewrite_model_section(model_section, dims, windows, max_positions, roberta_positions) -> None:
+def rewrite_model_section(model_section, dims, windows, max_positions) -> None:
     """Turn RoBERTa's model config into Longformer's (arch longformer_base), in place."""
     for key, value in dims.items():
         _set(model_section, key, value)
@@ -300,27 +293,25 @@ def rewrite_model_section(model_section, dims, windows, max_positions, roberta_p
     _set(model_section, "attention_dilation", "1")
     _set(model_section, "attention_causal", False)
     _set(model_section, "attention_impl", "auto")
-    # The banded kernels have no dropout on attention probabilities (LongformerModel refuses > 0).
-    _set(model_section, "attention_dropout", 0.0)
+    # attention_dropout stays RoBERTa's (0.1 for roberta.base): the paper continues pretraining
+    # with RoBERTa's hyperparameters, and the Longformer attention applies it.
     _set(model_section, "max_positions", max_positions)
     _set(model_section, "max_source_positions", max_positions)
     _set(model_section, "tokens_per_sample", max_positions)
-    _set(model_section, "roberta_positions", roberta_positions)
     if _get(model_section, "task") is not None:  # a legacy Namespace holds every flag
         _set(model_section, "task", TASK)
 
 
-def rewrite_config(state: Mapping, dims, windows, max_positions, roberta_positions):
-    # longformer_mlm pads each batch to a multiple of --pad-to-multiple (default 256); a multiple
-    # that does not divide the block length could pad past the positions. gcd(length, windows)
-    # divides the length and every window (256 for the default 4096 / 256).
-    pad_multiple = math.gcd(max_positions, *windows)
+def rewrite_config(state: Mapping, dims, windows, max_positions):
+    """(args, cfg) of the converted checkpoint: model section as Longformer's, task longformer_mlm
+    with blocks of ``max_positions`` and the batch padding multiple (``batch_pad_multiple``)."""
+    pad_multiple = batch_pad_multiple(windows, max_positions)
     args, cfg = _config_sections(state)
     if args is not None:
-        rewrite_model_section(args, dims, windows, max_positions, roberta_positions)
+        rewrite_model_section(args, dims, windows, max_positions)
         args.task, args.pad_to_multiple = TASK, pad_multiple
     else:
-        rewrite_model_section(cfg["model"], dims, windows, max_positions, roberta_positions)
+        rewrite_model_section(cfg["model"], dims, windows, max_positions)
         task = cfg.get("task")
         if isinstance(task, Mapping):
             task["_name"] = TASK
@@ -335,7 +326,7 @@ def rewrite_config(state: Mapping, dims, windows, max_positions, roberta_positio
 # the state dict
 
 
-def convert_state_dict(model_state: Mapping, layers: int, max_positions: int, init: str,
+def convert_state_dict(model_state: Mapping, max_positions: int, init: str,
                        padding_idx: int = 1, seed: int = 1) -> Tuple[Dict[str, Tensor], List[str]]:
     """Current-layout RoBERTa state dict -> Longformer state dict. Returns (state, dropped keys).
 
@@ -349,39 +340,12 @@ def convert_state_dict(model_state: Mapping, layers: int, max_positions: int, in
     generator = torch.Generator().manual_seed(seed)
     out[POSITIONS_KEY] = extend_positions(model_state[POSITIONS_KEY], max_positions,
                                           padding_idx=padding_idx, init=init, generator=generator)
-    for i in range(layers):
-        for local, glob in GLOBAL_COPIES:
-            for p in ("weight", "bias"):
-                out[f"{ENCODER}layers.{i}.self_attn.{glob}.{p}"] = model_state[
-                    f"{ENCODER}layers.{i}.self_attn.{local}.{p}"].clone()
+    add_missing_global_projections(out, prefix=ENCODER + "layers.")
     return out, dropped
 
 
 # ----------------------------------------------------------------------------------------------
 # writing
-
-
-def _write_atomically(out_dir: Path, files: Dict[str, object]) -> None:
-    """files: name -> bytes-producing callable(fileobj). All go to temp files first, then move into
-    place in the given order (put model.pt last); on any error the temp files are removed."""
-    temps = []
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        for name, writer in files.items():
-            fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
-            temps.append((tmp, out_dir / name))
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
-            with os.fdopen(fd, "wb") as handle:
-                writer(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-        for tmp, dest in temps:
-            os.replace(tmp, dest)
-    finally:
-        for tmp, _ in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
 
 def _copier(path: Path):
@@ -423,9 +387,7 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
     padding_idx = check_vocabulary(model_state, dict_path, layout)
 
     source_positions = model_state[POSITIONS_KEY].shape[0] - (padding_idx + 1)
-    if max_positions < source_positions:
-        raise ValueError(f"--max-positions {max_positions} is smaller than the source model's "
-                         f"{source_positions} positions: positions can only be extended")
+    check_extendable(source_positions, max_positions)
     windows = parse_per_layer(attention_window, layers, "attention-window")
     for w in windows:
         AttentionPattern(window=w)  # validates (int >= 0)
@@ -434,24 +396,15 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
         raise ValueError(f"encoder_attention_heads {dims['encoder_attention_heads']} does not divide "
                          f"the embedding width {dims['encoder_embed_dim']}")
 
-    new_state, dropped = convert_state_dict(model_state, layers, max_positions, init_positions, padding_idx, seed)
-    new_args, new_cfg = rewrite_config(state, dims, windows, max_positions, source_positions)
+    new_state, dropped = convert_state_dict(model_state, max_positions, init_positions, padding_idx, seed)
+    new_args, new_cfg = rewrite_config(state, dims, windows, max_positions)
     provenance = {
         "source": str(checkpoint_path), "source_layout": layout, "roberta_positions": source_positions,
         "max_positions": max_positions, "init_positions": init_positions,
         "attention_window": list(windows), "seed": seed,
     }
-    output = {
-        "args": new_args,
-        "cfg": new_cfg,
-        "model": new_state,
-        # A fresh training state: update 0, no optimizer state (so --reset-optimizer is optional).
-        "optimizer_history": [{"criterion_name": "LongformerMLMLoss", "optimizer_name": "none",
-                               "lr_scheduler_state": {"best": None}, "num_updates": 0}],
-        "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2, "shuffle": True},
-                        "longformer_conversion": provenance},
-        "last_optimizer_state": None,
-    }
+    output = {"args": new_args, "cfg": new_cfg, "model": new_state,
+              **fresh_training_state({"longformer_conversion": provenance})}
 
     files = {"dict.txt": _copier(dict_path)}
     copied = []
@@ -465,7 +418,10 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        _write_atomically(out_dir, files)
+        with atomic_files(out_dir, list(files)) as temps:  # published in order: model.pt last
+            for name, writer in files.items():
+                with open(temps[name], "wb") as handle:
+                    writer(handle)
     except BaseException:
         if created:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -475,8 +431,8 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
     logger.info(f"converted {checkpoint_path} ({layout} layout, {source_positions} positions) -> "
                 f"{out_dir / 'model.pt'} ({max_positions} positions, init {init_positions}, window {windows})")
     return ConversionResult(
-        checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", source=checkpoint_path,
-        source_layout=layout, roberta_positions=source_positions, max_positions=max_positions,
-        attention_window=windows, init_positions=init_positions, model_dims=dims,
+        checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", arch=ARCH,
+        attention_window=tuple(windows), max_positions=max_positions, model_dims=dims, source=checkpoint_path,
+        source_layout=layout, roberta_positions=source_positions, init_positions=init_positions,
         copied_files=copied, dropped_keys=dropped,
     )

@@ -14,7 +14,7 @@ new rows learn:
     weight decay > 0 is refused.
 
 N is RoBERTa's position count (512 for roberta.base); ``longformer-convert-roberta`` prints it and
-records it as ``roberta_positions`` in the checkpoint config.
+keeps it in the checkpoint's ``extra_state["longformer_conversion"]["roberta_positions"]``.
 """
 import logging
 

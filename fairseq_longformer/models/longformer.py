@@ -15,15 +15,13 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr, safe_hasattr
 
 from longformer_kernels import IMPLEMENTATIONS
+from ..global_projections import add_missing_global_projections, copy_local_to_global
 from ..modules.attention_configs import attention_configs
 from ..modules.encoder import LongformerEncoder
 from ..modules.self_attention import LongformerSelfAttention
 from .freezing import apply_from_args as apply_freezing_from_args
 
 logger = logging.getLogger(__name__)
-
-GLOBAL_PROJECTIONS = (("q_proj", "q_global_proj"), ("k_proj", "k_global_proj"), ("v_proj", "v_global_proj"))
-
 
 class LongformerRobertaEncoder(RobertaEncoder):
     """RoBERTa's encoder (embeddings + LM head) around a LongformerEncoder; threads the
@@ -97,7 +95,7 @@ class LongformerModel(RobertaModel):
         super().__init__(args, encoder)  # applies BERT's random init to every Linear
         for module in self.modules():
             if isinstance(module, LongformerSelfAttention):
-                module.copy_local_to_global()
+                copy_local_to_global(module)
 
     def upgrade_state_dict_named(self, state_dict, name):
         """A RoBERTa state dict has no global projections: start them as copies of Q, K, V."""
@@ -105,14 +103,7 @@ class LongformerModel(RobertaModel):
         if bool(safe_getattr(self.args, "attention_causal", False)):
             return  # a causal model has no global projections
         prefix = name + "." if name else ""
-        for key in list(state_dict):
-            if not key.startswith(prefix + "encoder.sentence_encoder.layers."):
-                continue
-            for local, glob in GLOBAL_PROJECTIONS:
-                if f".self_attn.{local}." in key:
-                    global_key = key.replace(f".self_attn.{local}.", f".self_attn.{glob}.")
-                    if global_key not in state_dict:
-                        state_dict[global_key] = state_dict[key].clone()
+        add_missing_global_projections(state_dict, prefix=prefix + "encoder.sentence_encoder.layers.")
 
 
 @register_model_architecture("longformer", "longformer")

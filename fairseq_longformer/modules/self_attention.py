@@ -113,21 +113,6 @@ class LongformerSelfAttention(nn.Module):
             self.v_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
 
-    def global_projection_pairs(self):
-        """((local, global) Linear pairs): Q/Q_g, K/K_g, V/V_g; empty without global projections."""
-        if not self.config.global_projections:
-            return ()
-        return ((self.q_proj, self.q_global_proj), (self.k_proj, self.k_global_proj),
-                (self.v_proj, self.v_global_proj))
-
-    @torch.no_grad()
-    def copy_local_to_global(self) -> None:
-        """Initialise Q_g, K_g, V_g as copies of Q, K, V (the paper's initialisation)."""
-        for local, glob in self.global_projection_pairs():
-            glob.weight.copy_(local.weight)
-            if local.bias is not None:
-                glob.bias.copy_(local.bias)
-
     def _heads(self, x: Tensor) -> Tensor:
         """(N, B, C) -> (B, H, N, D), a view."""
         length, batch, _ = x.shape
@@ -267,7 +252,7 @@ class LongformerSelfAttention(nn.Module):
             # Running them on an empty slice adds an exact 0 (to the output bias: a (C,) add,
             # not an (N, B, C) one) and gives them a zero gradient at no cost.
             empty = query[:0]
-            zero = sum(glob(empty).sum() for _, glob in self.global_projection_pairs())
+            zero = sum(p(empty).sum() for p in (self.q_global_proj, self.k_global_proj, self.v_global_proj))
             if bias is None:
                 return F.linear(out, self.out_proj.weight) + zero, None
             bias = bias + zero

@@ -5,13 +5,17 @@ fairseq's ``masked_lm`` with three changes for long documents:
   * corpus lines longer than a block are cut into block-sized pieces first: with
     ``complete``/``complete_doc`` fairseq never splits a line, so one long paragraph would make a
     block longer than ``--tokens-per-sample`` and crash in the position embeddings (fairseq #5167);
-  * each batch is padded to the next multiple of ``--pad-to-multiple`` (the attention window),
-    not to the block size;
-and a clear error, before any training step, when the blocks do not fit the model's positions.
+  * each batch is padded to the next multiple of ``--pad-to-multiple``, not to the block size
+    (``batch_pad_multiple`` gives the value the converters write);
+and a clear error, before any training step, when the blocks (padded) do not fit the model's
+positions. fairseq's ``--include-target-tokens`` and ``--include-index`` (on by default) keep
+their meaning: ``target_tokens`` and ``src_id`` in ``net_input``.
 """
 import logging
+import math
 import os
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 from fairseq import utils
@@ -24,6 +28,15 @@ from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 logger = logging.getLogger(__name__)
+
+
+def batch_pad_multiple(windows: Sequence[int], tokens_per_sample: int) -> int:
+    """The ``--pad-to-multiple`` for a model with these one-sided windows (one per layer) and
+    blocks of ``tokens_per_sample`` tokens: the largest number that divides the block length and
+    every window (256 for 4,096-token blocks and w = 256). Dividing the block length matters: a
+    full block must not be padded past the model's positions; a divisor of the windows keeps
+    batch lengths on the attention's chunk grid. Windows of 0 impose nothing."""
+    return math.gcd(int(tokens_per_sample), *(int(w) for w in windows))
 
 
 class SplitLongLinesDataset(BaseWrapperDataset):
@@ -79,8 +92,10 @@ class LongformerMLMConfig(MaskedLMConfig):
                           "a document boundary (an empty line); none, complete, eos as in fairseq"},
     )
     pad_to_multiple: int = field(
-        default=256, metadata={"help": "pad each batch to a multiple of this: set it to the "
-                                       "attention window (--attention-window)"}
+        default=256, metadata={"help": "pad each batch to the next multiple of this, not to "
+                                       "--tokens-per-sample; it must divide --tokens-per-sample (a full "
+                                       "block would otherwise be padded past the model's positions). "
+                                       "The window, or gcd of the windows and --tokens-per-sample"}
     )
 
 
@@ -88,15 +103,31 @@ class LongformerMLMConfig(MaskedLMConfig):
 class LongformerMLMTask(MaskedLMTask):
     cfg: LongformerMLMConfig
 
+    def __init__(self, cfg: LongformerMLMConfig, dictionary=None):
+        super().__init__(cfg, dictionary)
+        if cfg.pad_to_multiple < 1:
+            raise ValueError(f"--pad-to-multiple must be >= 1, got {cfg.pad_to_multiple}")
+        if getattr(cfg, "d2v2_multi", False):
+            raise ValueError("--d2v2-multi (data2vec's multi-modal batches) is not supported by "
+                             "longformer_mlm: use fairseq's masked_lm task for data2vec")
+
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         positions = model.max_positions()
-        if self.cfg.tokens_per_sample > positions:
+        length, multiple = self.cfg.tokens_per_sample, self.cfg.pad_to_multiple
+        if length > positions:
             raise ValueError(
-                f"--tokens-per-sample {self.cfg.tokens_per_sample} is larger than the model's "
+                f"--tokens-per-sample {length} is larger than the model's "
                 f"{positions} positions: lower --tokens-per-sample, or build the model with "
-                f"--max-positions {self.cfg.tokens_per_sample} (for a converted RoBERTa: "
+                f"--max-positions {length} (for a converted RoBERTa: "
                 "longformer-convert-roberta --max-positions)"
+            )
+        padded = -(-length // multiple) * multiple
+        if padded > positions:
+            raise ValueError(
+                f"--pad-to-multiple {multiple} pads a full block of --tokens-per-sample {length} to "
+                f"{padded} tokens, more than the model's {positions} positions: use a multiple that "
+                f"divides {length} (e.g. {math.gcd(length, multiple)})"
             )
         return model
 
@@ -121,15 +152,21 @@ class LongformerMLMTask(MaskedLMTask):
         return PrependTokenDataset(dataset, self.source_dictionary.bos())
 
     def _regular_dataset(self, src_dataset, target_dataset):
+        """fairseq's masked_lm batches, padded to ``--pad-to-multiple`` instead of the longest item."""
         pad, multiple = self.source_dictionary.pad(), self.cfg.pad_to_multiple
         target = PadToMultipleDataset(target_dataset.dataset, pad, multiple)  # unwrap fairseq's RightPad
+        net_input = {
+            "src_tokens": PadToMultipleDataset(src_dataset, pad, multiple),
+            "src_lengths": NumelDataset(src_dataset, reduce=False),
+        }
+        if self.cfg.include_target_tokens:  # as fairseq's masked_lm: the targets in the input too
+            net_input["target_tokens"] = target
+        if self.cfg.include_index:
+            net_input["src_id"] = IdDataset()
         return NestedDictionaryDataset(
             {
                 "id": IdDataset(),
-                "net_input": {
-                    "src_tokens": PadToMultipleDataset(src_dataset, pad, multiple),
-                    "src_lengths": NumelDataset(src_dataset, reduce=False),
-                },
+                "net_input": net_input,
                 "target": target,
                 "nsentences": NumSamplesDataset(),
                 "ntokens": NumelDataset(src_dataset, reduce=True),

@@ -15,7 +15,10 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 import fairseq_longformer  # noqa: F401  (registers the plugin)
 from fairseq_longformer.cli import export_hf as export_cli
 from fairseq_longformer.cli import import_hf as import_cli
-from fairseq_longformer.conversion import hf
+from fairseq_longformer.conversion.hf_export import export_model
+from fairseq_longformer.conversion.hf_import import DictionaryTask, import_hf
+from fairseq_longformer.conversion.hf_keymap import DICT_COPY, key_map, reverse_key_map
+from fairseq_longformer.conversion.hf_tokenizer import TokenizerFiles
 
 transformers = pytest.importorskip("transformers")
 
@@ -23,17 +26,6 @@ from tests.conftest import KJV, TINY_MODEL_ARGS  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TOL = 1e-4  # fp32, eval mode
-
-
-class DictTask:
-    """The two things fairseq's model builders ask of a task."""
-
-    def __init__(self, dictionary, positions):
-        self.source_dictionary = dictionary
-        self._positions = positions
-
-    def max_positions(self):
-        return self._positions
 
 
 def word_dictionary(words=40):
@@ -51,7 +43,7 @@ def build_model(dictionary, positions=80, seed=0, **overrides):
                                         encoder_attention_heads=4, attention_window="3,6,12",
                                         max_positions=positions, dropout=0.0), **overrides})
     ARCH_CONFIG_REGISTRY["longformer"](args)
-    model = ARCH_MODEL_REGISTRY["longformer"].build_model(args, DictTask(dictionary, positions)).eval()
+    model = ARCH_MODEL_REGISTRY["longformer"].build_model(args, DictionaryTask(dictionary, positions)).eval()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -99,13 +91,13 @@ def max_diff(a, b, src, pad):
 
 def test_key_map_counts_and_reverse_cover_transformers_names():
     layers = 3
-    fwd = hf.key_map(layers, "longformer", global_projections=True, tied=True)
+    fwd = key_map(layers, "longformer", global_projections=True, tied=True)
     # 9 outside the layers (tokens, positions, 2 emb-LN, 2 head dense, 2 head LN, head bias),
     # 22 per layer (11 modules with weight + bias)
     assert len(fwd) == 9 + 22 * layers
-    assert len(hf.key_map(layers, tied=False)) == len(fwd) + 1
-    assert len(hf.key_map(layers, "roberta", global_projections=False)) == 9 + 16 * layers
-    rev = hf.reverse_key_map(layers)
+    assert len(key_map(layers, tied=False)) == len(fwd) + 1
+    assert len(key_map(layers, "roberta", global_projections=False)) == 9 + 16 * layers
+    rev = reverse_key_map(layers)
     assert {fs: hf_key for hf_key, (fs, _) in rev.items()} == {fs: h for fs, (h, _) in fwd.items()}
 
     # the HF side of the table is transformers' own naming, nothing more and nothing less
@@ -115,7 +107,7 @@ def test_key_map_counts_and_reverse_cover_transformers_names():
     longformer = transformers.LongformerForMaskedLM(transformers.LongformerConfig(attention_window=4, **cfg))
     assert set(longformer.state_dict()) == set(rev) | extra | {"longformer.embeddings.token_type_embeddings.weight"}
     roberta = transformers.RobertaForMaskedLM(transformers.RobertaConfig(**cfg))
-    assert set(roberta.state_dict()) == set(hf.reverse_key_map(layers, "roberta", False)) | extra | {
+    assert set(roberta.state_dict()) == set(reverse_key_map(layers, "roberta", False)) | extra | {
         "roberta.embeddings.token_type_embeddings.weight"}
 
 
@@ -128,7 +120,7 @@ def test_export_gives_transformers_the_same_logits(tmp_path, untie):
     d = word_dictionary()
     model = build_model(d, untie_weights_roberta=untie)
     out = tmp_path / "hf"
-    result = hf.export_model(model, d, out)
+    result = export_model(model, d, out)
 
     config = json.loads((out / "config.json").read_text())
     assert config["attention_window"] == [6, 12, 24]  # two-sided: 2w per layer
@@ -161,9 +153,9 @@ def test_round_trip_fairseq_hf_fairseq_is_exact(tmp_path):
 
     d = word_dictionary()
     model = build_model(d, attention_window="2,4,8", seed=3)
-    hf.export_model(model, d, tmp_path / "hf")
-    result = hf.import_hf(tmp_path / "hf", tmp_path / "back")
-    assert result.dictionary_source == hf.DICT_COPY and result.attention_window == (2, 4, 8)
+    export_model(model, d, tmp_path / "hf")
+    result = import_hf(tmp_path / "hf", tmp_path / "back")
+    assert result.dictionary_source == DICT_COPY and result.attention_window == (2, 4, 8)
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(result.checkpoint)])
     back = models[0].eval()
@@ -198,7 +190,7 @@ def test_import_hf_longformer_matches_transformers(tmp_path):
         attention_probs_dropout_prob=0.0)
     source = _perturbed(transformers.LongformerForMaskedLM(config), seed=4)
     source.save_pretrained(tmp_path / "hf")
-    result = hf.import_hf(tmp_path / "hf", tmp_path / "fs")
+    result = import_hf(tmp_path / "hf", tmp_path / "fs")
     assert result.attention_window == (2, 4) and result.max_positions == 64
     assert result.dictionary_source == "placeholders"
     symbols = [line.split()[0] for line in (tmp_path / "fs" / "dict.txt").read_text().splitlines()]
@@ -224,7 +216,7 @@ def test_import_hf_roberta_matches_transformers(tmp_path):
     token_type = source.roberta.embeddings.token_type_embeddings.weight[0].detach().clone()
     assert token_type.abs().sum() > 0  # so the folding into the positions is exercised
     source.save_pretrained(tmp_path / "hf")
-    result = hf.import_hf(tmp_path / "hf", tmp_path / "fs", max_positions=150, attention_window="64")
+    result = import_hf(tmp_path / "hf", tmp_path / "fs", max_positions=150, attention_window="64")
     assert result.max_positions == 150 and result.attention_window == (64, 64)
 
     from fairseq import checkpoint_utils
@@ -252,7 +244,7 @@ def test_import_refuses_what_fairseq_cannot_load(tmp_path):
                                         intermediate_size=64, layer_norm_eps=1e-12, hidden_act="relu")
     config.save_pretrained(folder)
     with pytest.raises(ValueError) as error:
-        hf.import_hf(folder, tmp_path / "out")
+        import_hf(folder, tmp_path / "out")
     assert "layer_norm_eps" in str(error.value) and "hidden_act" in str(error.value)
     assert not (tmp_path / "out").exists()
 
@@ -275,7 +267,7 @@ def test_export_refuses_unrepresentable_models(tmp_path, overrides, names):
     model = build_model(d, **overrides)
     out = tmp_path / "out" / "hf"
     with pytest.raises(ValueError) as error:
-        hf.export_model(model, d, out)
+        export_model(model, d, out)
     message = str(error.value)
     assert "nothing was written" in message
     for name in names:
@@ -291,9 +283,9 @@ def test_export_never_replaces_a_folder_silently(tmp_path):
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="--overwrite"):
-        hf.export_model(model, d, out)
+        export_model(model, d, out)
     assert (out / "keep.txt").read_text() == "mine"
-    hf.export_model(model, d, out, overwrite=True)
+    export_model(model, d, out, overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "fairseq_dict.txt", "model.safetensors"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
 
@@ -307,7 +299,7 @@ def test_export_failing_midway_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(safetensors.torch, "save_file", disk_full)
     d = word_dictionary()
     with pytest.raises(OSError, match="No space"):
-        hf.export_model(build_model(d, encoder_layers=1, attention_window="4"), d, tmp_path / "hf")
+        export_model(build_model(d, encoder_layers=1, attention_window="4"), d, tmp_path / "hf")
     assert list(tmp_path.iterdir()) == []  # neither the folder nor its temporary twin
 
 
@@ -391,7 +383,7 @@ def _fairseq_ids(bpe, dictionary, text):
 def test_exported_tokenizer_gives_the_fairseq_ids(tmp_path, kind, gpt2_files, sentencepiece_file):
     if kind == "gpt2":
         bpe, d = _gpt2_setup(gpt2_files, tmp_path)
-        files = hf.TokenizerFiles(gpt2_encoder_json=str(gpt2_files[0]), gpt2_vocab_bpe=str(gpt2_files[1]))
+        files = TokenizerFiles(gpt2_encoder_json=str(gpt2_files[0]), gpt2_vocab_bpe=str(gpt2_files[1]))
     else:
         import random
 
@@ -403,13 +395,13 @@ def test_exported_tokenizer_gives_the_fairseq_ids(tmp_path, kind, gpt2_files, se
                   if not (sp.is_unknown(i) or sp.is_control(i))]
         random.Random(0).shuffle(pieces)  # a dictionary order unrelated to sentencepiece's ids
         d = _task_dictionary([(p, 1) for p in pieces], tmp_path)
-        files = hf.TokenizerFiles(sentencepiece_model=str(sentencepiece_file))
+        files = TokenizerFiles(sentencepiece_model=str(sentencepiece_file))
     assert d.index("<mask>") == len(d) - 1
 
     model = build_model(d, encoder_layers=1, encoder_embed_dim=16, encoder_ffn_embed_dim=32,
                         encoder_attention_heads=2, attention_window="4")
     out = tmp_path / "hf"
-    hf.export_model(model, d, out, tokenizer=files)
+    export_model(model, d, out, tokenizer=files)
     tokenizer = transformers.AutoTokenizer.from_pretrained(out)
     if kind == "gpt2":
         assert type(tokenizer).__name__ == "RobertaTokenizer"
@@ -443,8 +435,8 @@ def test_gpt2_tokens_missing_from_the_dictionary_are_reported(tmp_path, gpt2_fil
     bpe, d = _gpt2_setup(gpt2_files, tmp_path, drop=dropped)
     model = build_model(d, encoder_layers=1, encoder_embed_dim=16, encoder_ffn_embed_dim=32,
                         encoder_attention_heads=2, attention_window="4")
-    files = hf.TokenizerFiles(gpt2_encoder_json=str(gpt2_files[0]), gpt2_vocab_bpe=str(gpt2_files[1]))
-    hf.export_model(model, d, tmp_path / "hf", tokenizer=files)
+    files = TokenizerFiles(gpt2_encoder_json=str(gpt2_files[0]), gpt2_vocab_bpe=str(gpt2_files[1]))
+    export_model(model, d, tmp_path / "hf", tokenizer=files)
     assert "2 of" in caplog.text and "not in the dictionary" in caplog.text
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     text = SENTENCES[1]  # has neither token: identical ids

@@ -92,6 +92,7 @@ def tokens(batch, length, vocab, pad_rows=(), seed=0):
 
 def test_positions_are_exact_tiles_and_globals_copies(roberta_dir, converted_dir):
     source = load(roberta_dir / "model.pt")["model"]
+    source_cfg = load(roberta_dir / "model.pt")["cfg"]["model"]
     out = load(converted_dir / "model.pt")
     model = out["model"]
     src_pos, new_pos = source[POS_KEY], model[POS_KEY]
@@ -112,9 +113,12 @@ def test_positions_are_exact_tiles_and_globals_copies(roberta_dir, converted_dir
 
     cfg = out["cfg"]["model"]
     assert (cfg._name, cfg.arch) == ("longformer_base", "longformer_base")
-    assert cfg.attention_window == "32,32" and cfg.roberta_positions == POSITIONS
-    assert cfg.max_positions == TARGET and cfg.tokens_per_sample == TARGET and cfg.attention_dropout == 0.0
+    assert cfg.attention_window == "32,32" and "roberta_positions" not in cfg  # read by nothing
+    assert out["extra_state"]["longformer_conversion"]["roberta_positions"] == POSITIONS
+    assert cfg.max_positions == TARGET and cfg.tokens_per_sample == TARGET
+    assert cfg.attention_dropout == source_cfg.attention_dropout == 0.1  # RoBERTa's, as in the paper
     assert out["cfg"]["task"]["_name"] == "longformer_mlm" and out["cfg"]["task"]["tokens_per_sample"] == TARGET
+    assert out["cfg"]["task"]["pad_to_multiple"] == 32  # gcd(block, windows): never pads past the positions
     assert out["optimizer_history"][-1]["num_updates"] == 0 and out["last_optimizer_state"] is None
     assert (converted_dir / "dict.txt").read_bytes() == (roberta_dir / "dict.txt").read_bytes()
 
@@ -335,6 +339,9 @@ def test_cli_reports_errors_and_refuses_to_overwrite(roberta_dir, tmp_path, caps
                              "--attention-window", "4,8"]) == 0
     printed = capsys.readouterr().out
     assert "--train-new-positions-only 32" in printed and "--attention-window 4,8" in printed
+    # a command that works from any folder (--user-dir fairseq_longformer only from the repo root)
+    assert "longformer-train DATA " in printed and "--user-dir" not in printed
+    assert "--pad-to-multiple 4" in printed  # gcd(64, 4, 8)
     first = (out / "model.pt").read_bytes()
     assert sorted(p.name for p in out.iterdir()) == ["dict.txt", "model.pt"]  # no temp files left
     assert convert_cli.main(["--source", str(roberta_dir), "--output", str(out), "--max-positions", "128"]) == 2

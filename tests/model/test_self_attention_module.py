@@ -44,7 +44,7 @@ def test_module_matches_reference_with_global_tokens_padding_and_dropout(p_drop)
     attn = LongformerSelfAttention(HIDDEN, HEADS, LongformerAttentionConfig(pattern, impl="torch", dropout=p_drop))
     attn = attn.double().train()
     with torch.no_grad():  # distinct global projections, so a swap would show
-        for _, glob in attn.global_projection_pairs():
+        for glob in (attn.q_global_proj, attn.k_global_proj, attn.v_global_proj):
             glob.weight.normal_()
     x = torch.randn(30, 2, HIDDEN, dtype=torch.float64)
     masks = masks_for(30)

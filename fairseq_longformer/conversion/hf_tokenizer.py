@@ -1,0 +1,243 @@
+"""The tokenizer files ``longformer-export-hf`` writes: a transformers tokenizer that maps text to
+the ids the fairseq model saw (HF id == fairseq dictionary id), from the GPT-2 BPE files or the
+sentencepiece model the fairseq data was made with. See ``hf_keymap`` for the dictionary
+convention.
+"""
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+logger = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class TokenizerFiles:
+    """The tokenizer the fairseq data was made with: GPT-2 BPE or a sentencepiece model."""
+
+    gpt2_encoder_json: Optional[str] = None
+    gpt2_vocab_bpe: Optional[str] = None
+    sentencepiece_model: Optional[str] = None
+
+    @property
+    def kind(self) -> Optional[str]:
+        gpt2 = self.gpt2_encoder_json is not None or self.gpt2_vocab_bpe is not None
+        if gpt2 and self.sentencepiece_model is not None:
+            raise ValueError("give either --gpt2-encoder-json/--gpt2-vocab-bpe or --sentencepiece-model, not both")
+        if gpt2 and (self.gpt2_encoder_json is None or self.gpt2_vocab_bpe is None):
+            raise ValueError("--gpt2-encoder-json and --gpt2-vocab-bpe go together: give both")
+        for path in (self.gpt2_encoder_json, self.gpt2_vocab_bpe, self.sentencepiece_model):
+            if path is not None and not os.path.isfile(path):
+                raise FileNotFoundError(f"tokenizer file {path!r} not found")
+        return "gpt2" if gpt2 else "sentencepiece" if self.sentencepiece_model else None
+
+
+def _special_tokens(dictionary) -> Dict[str, str]:
+    mask = "<mask>" if "<mask>" in dictionary.indices else None
+    if mask is None:
+        raise ValueError("the dictionary has no <mask>: a masked-LM tokenizer needs one (fairseq's masked_lm "
+                         "task appends it; pass the task's dictionary)")
+    s = dictionary.symbols
+    return {"bos_token": s[dictionary.bos()], "eos_token": s[dictionary.eos()], "unk_token": s[dictionary.unk()],
+            "pad_token": s[dictionary.pad()], "cls_token": s[dictionary.bos()], "sep_token": s[dictionary.eos()],
+            "mask_token": mask}
+
+
+def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_length: int):
+    """A transformers RobertaTokenizer whose vocabulary maps each GPT-2 BPE token straight to its
+    fairseq id (fairseq's dict.txt lists GPT-2 ids as decimal strings, re-indexed by frequency).
+
+    A BPE token whose GPT-2 id is not in the dictionary becomes <unk> in fairseq; a BPE vocabulary
+    cannot give two tokens one id, so such tokens and every merge that produces or uses them are
+    left out (with a warning): text containing them, or longer tokens built through them, is split
+    into other pieces instead. Dictionaries made from the BPE itself (the project's preprocessing
+    without --srcdict) or RoBERTa's dict.txt hold every GPT-2 token, and the ids are then exact.
+    """
+    from transformers import RobertaTokenizer
+
+    with open(encoder_json, encoding="utf-8") as f:
+        encoder: Dict[str, int] = json.load(f)
+    with open(vocab_bpe, encoding="utf-8") as f:
+        # exactly what fairseq's gpt2_bpe_utils.get_encoder reads: a version line, then merges
+        merges = [tuple(line.split()) for line in f.read().split("\n")[1:-1]]
+    specials = _special_tokens(dictionary)
+    vocab: Dict[str, int] = {specials[k]: dictionary.index(specials[k])
+                             for k in ("bos_token", "pad_token", "eos_token", "unk_token", "mask_token")}
+    absent = []
+    for token, gpt2_id in sorted(encoder.items(), key=lambda kv: kv[1]):
+        index = dictionary.indices.get(str(gpt2_id))
+        if index is None:
+            absent.append(token)
+        elif token not in vocab:  # a special's text wins (HF matches specials before BPE)
+            vocab[token] = index
+    taken = set(vocab.values())
+    for index in range(len(dictionary)):  # ids no BPE token reaches (madeupword padding, ...)
+        if index not in taken:
+            name = dictionary.symbols[index]
+            vocab[name if name not in vocab else f"<fairseq_unused_{index}>"] = index
+    assert len(set(vocab.values())) == len(vocab) == len(dictionary), "GPT-2 vocabulary is not one-to-one"
+    kept = [m for m in merges if len(m) == 2 and m[0] in vocab and m[1] in vocab and m[0] + m[1] in vocab]
+    if absent:
+        logger.warning(f"{len(absent)} of {len(encoder)} GPT-2 BPE tokens are not in the dictionary (fairseq maps "
+                       f"them to <unk>); the exported tokenizer leaves them and the {len(merges) - len(kept)} merges "
+                       f"using them out, so text containing them, or tokens built through them, tokenizes into "
+                       f"other pieces than in fairseq (e.g. {absent[:5]})")
+    tokenizer = RobertaTokenizer(vocab=vocab, merges=kept, add_prefix_space=False,
+                                 model_max_length=model_max_length, **specials)
+    return tokenizer, {"vocab.json": vocab, "merges.txt": kept}
+
+
+# sentencepiece's ModelProto, read with a minimal protobuf wire-format reader (the protobuf package
+# is not a dependency). Field numbers from sentencepiece_model.proto.
+_SP_NORMAL, _SP_UNKNOWN, _SP_CONTROL, _SP_USER_DEFINED, _SP_UNUSED, _SP_BYTE = 1, 2, 3, 4, 5, 6
+
+
+def _proto_fields(buf: bytes):
+    """(field number, value) for each field of one protobuf message (varint, 32/64-bit, bytes)."""
+    def varint(i):
+        shift = result = 0
+        while True:
+            b = buf[i]
+            i += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result, i
+            shift += 7
+
+    i = 0
+    while i < len(buf):
+        key, i = varint(i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = varint(i)
+        elif wire == 1:
+            value, i = buf[i:i + 8], i + 8
+        elif wire == 2:
+            n, i = varint(i)
+            value, i = buf[i:i + n], i + n
+        elif wire == 5:
+            value, i = buf[i:i + 4], i + 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield number, value
+
+
+def read_sentencepiece_model(path: str) -> Dict[str, object]:
+    """pieces [(piece, score, type)], normalizer and trainer settings of a sentencepiece .model."""
+    import struct
+
+    with open(path, "rb") as f:
+        buf = f.read()
+    spec = {"pieces": [], "model_type": 1, "byte_fallback": False, "treat_whitespace_as_suffix": False,
+            "precompiled_charsmap": b"", "add_dummy_prefix": True, "remove_extra_whitespaces": True,
+            "escape_whitespaces": True, "normalizer": ""}
+    try:
+        for number, value in _proto_fields(buf):
+            if number == 1:  # SentencePiece
+                piece, score, kind = "", 0.0, _SP_NORMAL
+                for n, v in _proto_fields(value):
+                    if n == 1:
+                        piece = bytes(v).decode("utf-8")
+                    elif n == 2:
+                        score = struct.unpack("<f", v)[0]
+                    elif n == 3:
+                        kind = v
+                spec["pieces"].append((piece, score, kind))
+            elif number == 2:  # TrainerSpec
+                for n, v in _proto_fields(value):
+                    if n == 3:
+                        spec["model_type"] = v
+                    elif n == 35:
+                        spec["byte_fallback"] = bool(v)
+                    elif n == 24:
+                        spec["treat_whitespace_as_suffix"] = bool(v)
+            elif number == 3:  # NormalizerSpec
+                for n, v in _proto_fields(value):
+                    if n == 1:
+                        spec["normalizer"] = bytes(v).decode("utf-8")
+                    elif n == 2:
+                        spec["precompiled_charsmap"] = bytes(v)
+                    elif n == 3:
+                        spec["add_dummy_prefix"] = bool(v)
+                    elif n == 4:
+                        spec["remove_extra_whitespaces"] = bool(v)
+                    elif n == 5:
+                        spec["escape_whitespaces"] = bool(v)
+    except (IndexError, UnicodeDecodeError, struct.error, ValueError) as error:
+        raise ValueError(f"{path!r} is not a sentencepiece model: {error}") from error
+    if not spec["pieces"]:
+        raise ValueError(f"{path!r} is not a sentencepiece model: it has no pieces")
+    return spec
+
+
+def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
+    """A tokenizers-library Unigram tokenizer over the sentencepiece pieces, laid out in the
+    fairseq dictionary's order (vocabulary entry k = dictionary symbol k), so HF ids == fairseq ids.
+
+    Reproduces sentencepiece: the precompiled normalization (NFKC etc.), whitespace stripping and
+    collapsing, the "▁" dummy prefix, Viterbi over the pieces' scores, byte fallback. Dictionary
+    entries sentencepiece never produces (madeupword padding, byte pieces) get the lowest normal
+    score, which keeps sentencepiece's unknown-character penalty (min score - 10) unchanged.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    spec = read_sentencepiece_model(model_path)
+    if spec["model_type"] != 1:
+        kind = {2: "bpe", 3: "word", 4: "char"}.get(spec["model_type"], spec["model_type"])
+        raise ValueError(f"--sentencepiece-model {model_path!r} is a {kind} model: only unigram sentencepiece "
+                         "models (the project's default) are exported")
+    if not spec["escape_whitespaces"] or spec["treat_whitespace_as_suffix"]:
+        raise ValueError(f"--sentencepiece-model {model_path!r}: escape_whitespaces=false or "
+                         "treat_whitespace_as_suffix=true has no equivalent in the exported tokenizer")
+    specials = _special_tokens(dictionary)
+    score = {p: s for p, s, t in spec["pieces"] if t in (_SP_NORMAL, _SP_USER_DEFINED)}
+    kinds = {p: t for p, _, t in spec["pieces"]}
+    normal = [s for p, s, t in spec["pieces"] if t == _SP_NORMAL]
+    lowest = min(normal) if normal else 0.0
+    vocab = [(symbol, score.get(symbol, lowest)) for symbol in dictionary.symbols]
+    for k in ("bos_token", "pad_token", "eos_token", "unk_token", "mask_token"):
+        vocab[dictionary.index(specials[k])] = (specials[k], 0.0)
+    absent = [p for p, _, t in spec["pieces"] if t in (_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE)
+              and p not in dictionary.indices]
+    if absent:
+        logger.warning(f"{len(absent)} sentencepiece pieces are not in the dictionary (fairseq maps them to "
+                       f"<unk>); the exported tokenizer cannot produce them and segments around them "
+                       f"(e.g. {absent[:5]})")
+    byte_fallback = spec["byte_fallback"] and any(kinds.get(p) == _SP_BYTE for p in dictionary.symbols)
+    tok = Tokenizer(models.Unigram(vocab, unk_id=dictionary.unk(), byte_fallback=byte_fallback))
+    steps = []
+    if spec["precompiled_charsmap"]:
+        steps.append(normalizers.Precompiled(spec["precompiled_charsmap"]))
+    if spec["remove_extra_whitespaces"]:
+        steps += [normalizers.Strip(left=True, right=True), normalizers.Replace(Regex(" {2,}"), " ")]
+    if steps:
+        tok.normalizer = normalizers.Sequence(steps)
+    # Split before each "▁" unless some piece spans a word boundary (inner "▁").
+    inner = any("\u2581" in p[1:] for p, _, t in spec["pieces"] if t == _SP_NORMAL)
+    prepend = "always" if spec["add_dummy_prefix"] else "never"
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=prepend, split=not inner)
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+                                    + ([decoders.Strip(" ", 1, 0)] if spec["add_dummy_prefix"] else []))
+    bos, eos = specials["bos_token"], specials["eos_token"]
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
+        special_tokens=[(bos, dictionary.bos()), (eos, dictionary.eos())])
+    user_defined = [p for p, _, t in spec["pieces"] if t == _SP_USER_DEFINED and p in dictionary.indices]
+    if user_defined:  # sentencepiece matches them verbatim, before normalization
+        tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in user_defined])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **specials), {}
+
+
+def build_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
+    """(transformers tokenizer, extra files to write) for ``files``; None when no tokenizer given."""
+    kind = files.kind
+    try:
+        if kind == "gpt2":
+            return gpt2_tokenizer(files.gpt2_encoder_json, files.gpt2_vocab_bpe, dictionary, model_max_length)
+        if kind == "sentencepiece":
+            return sentencepiece_tokenizer(files.sentencepiece_model, dictionary, model_max_length)
+    except ImportError as error:
+        raise ImportError(f"exporting a tokenizer needs transformers and tokenizers "
+                          f"(pip install 'fairseq-longformer[hf]'): {error}") from error
+    return None, {}

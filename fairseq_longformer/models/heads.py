@@ -1,0 +1,41 @@
+"""Task heads of the ``longformer`` model beyond RoBERTa's own classification heads.
+
+``LongformerSpanHead``: extractive QA, one Linear (C -> 2) per token giving start and end logits,
+the layout of Hugging Face's ``LongformerForQuestionAnswering.qa_outputs``. The heads live in
+``model.span_heads`` (a ModuleDict next to RoBERTa's ``classification_heads``, which must have
+``dense``/``out_proj`` layers for RoBERTa's checkpoint upgrade) and are called through
+``model(src_tokens, span_head_name=...)``.
+"""
+import logging
+from typing import MutableMapping
+
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+
+
+class LongformerSpanHead(nn.Module):
+    """features (B, N, C) -> logits (B, N, 2): [..., 0] start, [..., 1] end."""
+
+    def __init__(self, embed_dim: int):
+        super().__init__()
+        self.qa_outputs = nn.Linear(embed_dim, 2)
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.qa_outputs(features)
+
+
+def upgrade_span_heads(span_heads: nn.ModuleDict, state_dict: MutableMapping[str, Tensor], prefix: str) -> None:
+    """Make ``state_dict`` fit the model's span heads: a checkpoint without them (a pretrained
+    or converted model) gets the new heads' current weights; heads the model does not have, or
+    of another width, are dropped with a warning (as RoBERTa does for classification heads)."""
+    head_prefix = prefix + "span_heads."
+    current = span_heads.state_dict()
+    for key in [k for k in state_dict if k.startswith(head_prefix)]:
+        local = key[len(head_prefix):]
+        if local not in current or state_dict[key].shape != current[local].shape:
+            logger.warning(f"dropping span head weight {key} from the checkpoint: not in the current model "
+                           "or of another shape")
+            del state_dict[key]
+    for local, value in current.items():
+        state_dict.setdefault(head_prefix + local, value)
