@@ -34,7 +34,8 @@
 #   ATTENTION_WINDOW=256        one-sided window w (the paper's "512"); also --pad-to-multiple
 #   SAMPLE_BREAK_MODE=complete_doc
 #   LR=3e-5 WARMUP_UPDATES=500 MAX_UPDATE=65000 POWER=3 WEIGHT_DECAY=0.01 CLIP_NORM=0
-#   DROPOUT=0.1                 (attention dropout is always 0: the kernels have none)
+#   DROPOUT=0.1                 dropout on hidden states (RoBERTa's)
+#   ATTENTION_DROPOUT=0.1       dropout on attention probabilities (RoBERTa's, which the paper keeps)
 #   SAVE_INTERVAL_UPDATES=500 KEEP_INTERVAL_UPDATES=3 LOG_INTERVAL=50 NUM_WORKERS=2 SEED=1
 #   USER_DIR=<repo>/fairseq_longformer
 #   FAIRSEQ_TRAIN=fairseq-train (looked up on PATH)
@@ -69,6 +70,7 @@ POWER="${POWER:-3}"
 WEIGHT_DECAY="${WEIGHT_DECAY:-0.01}"
 CLIP_NORM="${CLIP_NORM:-0}"
 DROPOUT="${DROPOUT:-0.1}"
+ATTENTION_DROPOUT="${ATTENTION_DROPOUT:-0.1}"
 SAVE_INTERVAL_UPDATES="${SAVE_INTERVAL_UPDATES:-500}"
 KEEP_INTERVAL_UPDATES="${KEEP_INTERVAL_UPDATES:-3}"
 LOG_INTERVAL="${LOG_INTERVAL:-50}"
@@ -144,7 +146,7 @@ longformer_build_command() {
     --tokens-per-sample "$TOKENS_PER_SAMPLE" --max-positions "$TOKENS_PER_SAMPLE"
     --sample-break-mode "$SAMPLE_BREAK_MODE"
     --attention-window "$ATTENTION_WINDOW" --pad-to-multiple "$ATTENTION_WINDOW"
-    --dropout "$DROPOUT" --attention-dropout 0.0
+    --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT"
     --finetune-from-model "$ROBERTA_CKPT"
     --optimizer adam --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay "$WEIGHT_DECAY"
     --clip-norm "$CLIP_NORM"
