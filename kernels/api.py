@@ -24,20 +24,11 @@ def resolve_implementation(impl: str, device: torch.device) -> str:
     return impl
 
 
-def longformer_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_g: Optional[Tensor],
-    k_g: Optional[Tensor],
-    v_g: Optional[Tensor],
-    pattern: AttentionPattern,
-    masks: AttentionMasks = AttentionMasks(),
-    impl: str = "auto",
-    scale: Optional[float] = None,
-    global_rows: bool = True,
-    dropout: Optional[AttentionDropout] = None,
-) -> Tensor:
+def longformer_attention(q: Tensor, k: Tensor, v: Tensor,
+                         q_g: Optional[Tensor], k_g: Optional[Tensor], v_g: Optional[Tensor],
+                         pattern: AttentionPattern, masks: AttentionMasks = AttentionMasks(),
+                         impl: str = "auto", scale: Optional[float] = None, global_rows: bool = True,
+                         dropout: Optional[AttentionDropout] = None) -> Tensor:
     """Longformer attention with the implementation ``impl`` (auto, reference, torch, triton).
 
     ``global_rows=False`` is for a caller that computes the global tokens' output rows itself

@@ -154,7 +154,8 @@ class BandDropout:
         t = torch.arange(start, end, device=self.rows.device)
         # key column u of window t (chunk j of slice s) is index j * c + u - before of slice s;
         # indices outside the slice are masked by the band's bias, so any value does there
-        index = ((t % lay.num_chunks) * lay.chunk - lay.before)[:, None] + torch.arange(lay.width, device=t.device)
+        first = (t % lay.num_chunks) * lay.chunk - lay.before
+        index = first[:, None] + torch.arange(lay.width, device=t.device)
         slices = t // lay.num_chunks
         positions = index.clamp_(min=0) * self.dilation + self.residue[slices][:, None]
         return self._factor(keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout), dtype)

@@ -108,5 +108,6 @@ def global_rows_keep(dropout: AttentionDropout, global_index: Tensor, heads: int
     against every key position."""
     device = global_index.device
     batch = torch.arange(global_index.shape[0], device=device)[:, None, None]
-    rows = row_hash(dropout.seed, batch, torch.arange(heads, device=device)[None, :, None], global_index[:, None, :])
+    head = torch.arange(heads, device=device)[None, :, None]
+    rows = row_hash(dropout.seed, batch, head, global_index[:, None, :])
     return keep_from_rows(rows[..., None], torch.arange(length, device=device), dropout)

@@ -49,18 +49,10 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, scale: float,
     return probs @ v
 
 
-def reference_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_g: Optional[Tensor],
-    k_g: Optional[Tensor],
-    v_g: Optional[Tensor],
-    pattern: AttentionPattern,
-    masks: AttentionMasks = AttentionMasks(),
-    scale: Optional[float] = None,
-    dropout: Optional[AttentionDropout] = None,
-) -> Tensor:
+def reference_attention(q: Tensor, k: Tensor, v: Tensor,
+                        q_g: Optional[Tensor], k_g: Optional[Tensor], v_g: Optional[Tensor],
+                        pattern: AttentionPattern, masks: AttentionMasks = AttentionMasks(),
+                        scale: Optional[float] = None, dropout: Optional[AttentionDropout] = None) -> Tensor:
     """Longformer attention computed densely in float64. Returns (B, H, N, D) in q's dtype.
 
     Differentiable (autograd through the dense float64 computation), so it also gives the

@@ -296,19 +296,11 @@ def _gather_rows(x: Tensor, index: Tensor) -> Tensor:
     return x.gather(2, index[:, None, :, None].expand(-1, x.shape[1], -1, x.shape[3]))
 
 
-def sliding_chunks_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_g: Optional[Tensor],
-    k_g: Optional[Tensor],
-    v_g: Optional[Tensor],
-    pattern: AttentionPattern,
-    masks: AttentionMasks = AttentionMasks(),
-    scale: Optional[float] = None,
-    global_rows: bool = True,
-    dropout: Optional[AttentionDropout] = None,
-) -> Tensor:
+def sliding_chunks_attention(q: Tensor, k: Tensor, v: Tensor,
+                             q_g: Optional[Tensor], k_g: Optional[Tensor], v_g: Optional[Tensor],
+                             pattern: AttentionPattern, masks: AttentionMasks = AttentionMasks(),
+                             scale: Optional[float] = None, global_rows: bool = True,
+                             dropout: Optional[AttentionDropout] = None) -> Tensor:
     """Longformer attention in vectorized PyTorch. Inputs (B, H, N, D); returns (B, H, N, D).
 
     q_g, k_g, v_g may be None when no token is global; only the rows of global tokens of q_g
