@@ -37,6 +37,9 @@ setup(
         "sentencepiece>=0.1.99",
         "triton>=3.0; platform_system == 'Linux'",
         "tqdm",
+        # fairseq's text-to-speech task logs "Please install tensorboardX" at every fairseq-train
+        # start without it; with it, fairseq's --tensorboard-logdir works too
+        "tensorboardX",
     ],
     extras_require={
         "hf": ["transformers>=4.40", "safetensors"],
@@ -48,6 +51,7 @@ setup(
             "longformer-train = fairseq_longformer.cli.train:main",
             "longformer-bench = fairseq_longformer.cli.bench:main",
             "longformer-preprocess = longformer_preprocessing.cli:main",
+            "longformer-prepare-task = longformer_preprocessing.task_data:main",
             "longformer-convert-roberta = fairseq_longformer.cli.convert_roberta:main",
             "longformer-export-hf = fairseq_longformer.cli.export_hf:main",
             "longformer-import-hf = fairseq_longformer.cli.import_hf:main",

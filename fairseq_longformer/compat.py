@@ -5,8 +5,11 @@ idempotent, and touches fairseq's own modules only (nothing process-wide beyond 
 aliases fairseq reads). Tests that fail without them: tests/test_compat.py and the training
 tests (resume with --restore-file, --sample-break-mode eos, torchrun on CPU).
 """
+import logging
 import os
 import types
+import warnings
+import zipfile
 
 import numpy as np
 import torch
@@ -141,11 +144,98 @@ def _atomic_checkpoint_copies() -> None:
     checkpoint_utils.PathManager = AtomicCopyPathManager
 
 
+def is_intact_checkpoint(path: str) -> bool:
+    """Whether ``path`` looks like a complete ``torch.save`` file: a zip archive whose central
+    directory (written last, so lost by truncation) lists a pickle. Reads only that directory."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(name.endswith("data.pkl") for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+def newest_intact_checkpoint(save_dir: str, skip: str):
+    """The most recently written intact ``checkpoint*.pt`` of ``save_dir`` other than ``skip``."""
+    candidates = [os.path.join(save_dir, name) for name in os.listdir(save_dir)
+                  if name.startswith("checkpoint") and name.endswith(".pt") and name != os.path.basename(skip)]
+    candidates.sort(key=lambda path: (os.path.getmtime(path), path), reverse=True)
+    return next((path for path in candidates if is_intact_checkpoint(path)), None)
+
+
+def _resume_past_a_broken_last_checkpoint() -> None:
+    """fairseq resumes from ``<save-dir>/checkpoint_last.pt`` whatever it holds.
+
+    Fails without it: a checkpoint_last.pt that is truncated, empty or not a checkpoint (disk
+    full, a copy cut short by a node failure) stops the same command with a zip-reader traceback
+    (``PytorchStreamReader failed reading zip archive``), though ``checkpoint_1_10.pt`` beside it
+    is intact. With it, the run resumes from the newest intact checkpoint of the folder with a
+    warning naming the bad file; when none is intact it stops with an error naming the folder and
+    the fix, and writes nothing. Only the default restore file is concerned (an explicit
+    --restore-file that is broken is still the user's error, reported by torch).
+    """
+    from fairseq import checkpoint_utils
+
+    original = checkpoint_utils.load_checkpoint
+    if getattr(original, "_longformer_patched", False):
+        return
+    logger = logging.getLogger("fairseq_longformer.compat")
+
+    def load_checkpoint(cfg, trainer, **kwargs):
+        suffix = getattr(trainer, "checkpoint_suffix", "") or ""
+        last = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+        if cfg.restore_file != "checkpoint_last.pt" or not os.path.exists(last) or is_intact_checkpoint(last):
+            return original(cfg, trainer, **kwargs)
+        replacement = newest_intact_checkpoint(cfg.save_dir, skip=last)
+        if replacement is None:
+            raise RuntimeError(
+                f"cannot resume: {last} is not a complete checkpoint (truncated, empty or another "
+                f"kind of file) and no other intact checkpoint*.pt is in {cfg.save_dir}; move or "
+                "delete it to start from scratch, or pass --restore-file PATH to start from another "
+                "checkpoint")
+        logger.warning("%s is not a complete checkpoint (truncated, empty or another kind of file); "
+                       "resuming from %s, the newest intact checkpoint in the folder", last, replacement)
+        restore_file = cfg.restore_file
+        cfg.restore_file = replacement
+        try:
+            return original(cfg, trainer, **kwargs)
+        finally:
+            cfg.restore_file = restore_file
+
+    load_checkpoint._longformer_patched = True
+    checkpoint_utils.load_checkpoint = load_checkpoint
+
+
+# Warnings the stack prints on every run that no user of this project can act on (they concern
+# fairseq's own code). Matched by message, so every other warning still shows.
+_UNACTIONABLE_WARNINGS = (
+    # hydra 1.3 on fairseq's hydra-1.0-era config code (convert_namespace_to_omegaconf)
+    (UserWarning, r"hydra\.experimental\.(initialize|compose)\(\) is no longer experimental"),
+    (UserWarning, r"\s*The version_base parameter is not specified"),
+    (UserWarning, r"In 'config': Usage of deprecated keyword in package header"),
+    (UserWarning, r"\s*'config' is validated against ConfigStore schema"),
+    (UserWarning, r"\s*The strict flag in the compose API is deprecated"),
+    # fairseq's DataLoader asks for pinned memory on CPU-only machines too
+    (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found"),
+    # fairseq_task.py calls torch.cuda.amp.autocast(enabled=False) around every step
+    (FutureWarning, r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated"),
+)
+
+
+def _quiet_unactionable_warnings() -> None:
+    """fairseq-train prints a dozen hydra deprecation warnings, a pin_memory warning and an
+    autocast FutureWarning on every run (see ``_UNACTIONABLE_WARNINGS``); they bury the lines a
+    user needs. Each is ignored by its exact message; nothing else is silenced."""
+    for category, message in _UNACTIONABLE_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+
+
 def apply() -> None:
     _numpy_removed_aliases()
     _torch_load_weights_only()
     _torchrun_on_cpu()
     _atomic_checkpoint_copies()
+    _resume_past_a_broken_last_checkpoint()
+    _quiet_unactionable_warnings()
 
 
 apply()
