@@ -4,3 +4,7 @@ from . import compat  # noqa: F401  (must patch the fairseq stack before anythin
 from .criterions import longformer_mlm as _criterion  # noqa: F401
 from .models import longformer as _model  # noqa: F401
 from .tasks import longformer_mlm as _task  # noqa: F401
+from .criterions import longformer_classification as _classification_criterion  # noqa: F401
+from .criterions import longformer_qa as _qa_criterion  # noqa: F401
+from .tasks import longformer_classification as _classification_task  # noqa: F401
+from .tasks import longformer_qa as _qa_task  # noqa: F401

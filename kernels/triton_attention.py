@@ -1,23 +1,29 @@
 """Longformer attention in Triton, forward and backward (FlashAttention-2 style).
 
-Shape legend (the one of ``fairseq_longformer/attention/pattern.py``, whose docstring defines
-the semantics implemented here):
+Shape legend (the one of ``pattern.py``, whose docstring defines the semantics implemented here):
     B batch    H heads    N sequence length    D head dimension
     G          global tokens in the row that has the most of them
-    q, k, v, q_g, k_g, v_g, out, and their gradients: (B, H, N, D), contiguous, so row n of
-               head (b, h) starts at element ((b * H + h) * N + n) * D
+    q, k, v, out, dO and their gradients: (B, H, N, D), any strides with a unit last stride;
+               row n of head (b, h) starts at element b * stride_b + h * stride_h + n * stride_n.
+               One (stride_b, stride_h, stride_n) triple serves q, k, v, out, dO, dq, dk, dv
+               (the "local family"), another q_g, k_g, v_g, dq_g, dk_g, dv_g (the "global
+               family"); a tensor whose strides differ from its family's is copied to match.
+               The self-attention module's permuted views of (N, B, H, D) projections, strides
+               (H*D, D, B*H*D, 1), are used as they are, and out / grads keep that layout.
     kind:      (B, N) int8   LOCAL / GLOBAL / PAD for every position (padding wins over global)
-    gidx:      (B, G) int32  positions of each batch row's global tokens, ascending; slots at and
-               after gcount[b] are unused (0)
-    gcount:    (B,) int32    number of global tokens of each batch row
+    gidx:      (B, G) int64  positions of each batch row's global tokens, ascending; slots at and
+               after gcount[b] are unused (0)  (``AttentionMasks.global_index``)
+    gcount:    (B,) int64    number of global tokens of each batch row (``global_count``)
     dil:       (H,) int32    dilation of each head
     lse:       (B, H, N) fp32  log-sum-exp of each row's scaled scores, in log2 units
     delta:     (B, H, N) fp32  rowsum(dO * O), the softmax backward's correction term
 
-Kernels. Every output row is written by exactly one program of one kernel (no atomics, no
-races, deterministic):
-    _band_fwd_kernel          out, lse of LOCAL rows (and zeros for PAD rows): band + global keys
+Kernels. Every output row is written by exactly one program of one kernel, or by the band kernel
+first and then overwritten by a kernel launched after it (no atomics, no races, deterministic):
+    _band_fwd_kernel          out, lse of every row: band + global keys for LOCAL rows, zeros for
+                              PAD rows and for GLOBAL rows (overwritten by the next kernel)
     _global_rows_fwd_kernel   out, lse of GLOBAL rows: q_g against every non-padding k_g, v_g
+                              (skipped under global_rows=False: those rows then stay zero)
     _band_bwd_dq_kernel       dq of every row (zero where the row is not LOCAL)
     _band_bwd_dkdv_kernel     dk, dv of every non-GLOBAL row: contributions of the band
     _cross_bwd_dkdv_kernel    GLOBAL_KEYS=True:  dk, dv of GLOBAL rows (local queries, global keys)
@@ -31,7 +37,17 @@ M = ceil(N / d)), so a head of dilation d costs exactly what an undilated head c
 outside the band are skipped in t, and heads with different dilations share one launch. This is
 the reshape trick of ``sliding_chunks.py`` done by index arithmetic on the loads: no copy of
 q, k, v and no (d - 1) / d of wasted work, which masking ``(j - i) % d == 0`` inside a band of
-width w * d would cost. For d = 1, t is the position and the residue is always 0.
+width w * d would cost. For d = 1, t is the position and the residue is always 0. The band walk
+(which tiles to visit: ``_band_range``; which entries of a tile are in the band:
+``_band_allowed``; a tile's positions: ``_band_tile``; a key tile with its mask: ``_band_keys``)
+is shared by the three band kernels, the global keys of local rows (``_global_keys``) by the
+forward and dq kernels.
+
+Dropout (``dropout.py``): the keep mask is recomputed from (seed, b, h, i, j) in every kernel
+(``_row_hash``, ``_drop_weights``), i and j being sequence positions, so forward and backward
+agree without storing it. The softmax normaliser counts every allowed key; the kept
+probabilities, scaled by 1 / (1 - p), multiply v. Under DROPOUT=False (a tl.constexpr) none of
+that code is compiled.
 
 Numerics: q.k runs in tl.dot with its fp32 accumulator (fp16 products are exact in fp32, so
 scores beyond fp16's 65504 stay finite) and is scaled in fp32; the softmax runs in fp32 in log2
@@ -39,18 +55,19 @@ units (qk_scale = scale * log2(e), exp2 being the hardware instruction). As in F
 probabilities and dS are rounded to the input dtype before their matmuls with v / k / q / dO;
 accumulators stay fp32. fp32 inputs use input_precision="ieee" (no tf32 rounding on GPUs).
 """
+import functools
+import itertools
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
-from fairseq_longformer.attention.pattern import (
-    AttentionMasks, AttentionPattern, check_inputs, default_scale,
-)
+from .dropout import KEEP_BITS, MIX_MUL_1, MIX_MUL_2, AttentionDropout
+from .pattern import AttentionMasks, AttentionPattern, check_inputs, default_scale
 
 # Values of ``kind``. A global must be a tl.constexpr to be readable inside @triton.jit code.
 LOCAL = tl.constexpr(0)
@@ -59,45 +76,168 @@ PAD = tl.constexpr(2)
 # Running max of a row before it has seen a key: finite, so exp2(m_old - m_new) is 0 or 1 and
 # never exp2(-inf - -inf) = NaN for a row whose keys are all masked so far.
 NEG_BIG = tl.constexpr(-1.0e30)
+# The dropout hash's constants (dropout.py). Both are used as uint32 operands: 0x846CA68B does
+# not fit an int32, and the multiplies must wrap modulo 2^32 (a uint32 multiply does).
+_MUL_1 = tl.constexpr(MIX_MUL_1)
+_MUL_2 = tl.constexpr(MIX_MUL_2)
+_DROP_SHIFT = tl.constexpr(32 - KEEP_BITS)
+# Arguments that change every call (a fresh seed per step): no specialisation on their values
+# (Triton would otherwise compile one variant for 1, one for multiples of 16, one for the rest).
+_PER_CALL = ["seed", "threshold"]
 
 LOG2E = 1.4426950408889634
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_HEAD_DIM = 256  # one (BLOCK, D) tile per operand lives in registers / shared memory
+# Set to 1 to run the tiles block_config picks for GPUs in the interpreter (tests do).
+GPU_TILES_ENV = "LONGFORMER_TRITON_GPU_TILES"
 
 
 # --------------------------------------------------------------------------------------------
 # Device helpers
 # --------------------------------------------------------------------------------------------
 @triton.jit
-def _residue_positions(t, M, dil):
-    """t-space index -> (residue, position): residue r holds positions r, r + d, r + 2d, ..."""
-    r = t // M
-    return r, (t - r * M) * dil + r
+def _mix32(x):
+    """The lowbias32 finaliser of dropout.py on uint32 (logical shifts, wrapping multiplies)."""
+    x = x ^ (x >> 16)
+    x = x * _MUL_1  # uint32 * int constant: uint32, wraps
+    x = x ^ (x >> 15)
+    x = x * _MUL_2  # (0x846CA68B is a uint32 constant)
+    return x ^ (x >> 16)
 
 
 @triton.jit
-def _load_rows(base, pos, ok, offs_d, D):
-    """(len(pos), BLOCK_D) tile of rows ``pos`` of a (N, D) matrix; zeros where not ``ok`` or
-    beyond D (D is padded to a power of two >= 16 for tl.dot)."""
-    return tl.load(base + pos[:, None] * D + offs_d[None, :],
+def _row_hash(seed, b, h, pos_q, DROPOUT: tl.constexpr):
+    """uint32 hash of each query row: mix(mix(mix(seed ^ b) ^ h) ^ i), i = pos_q (dropout.py).
+    Without dropout a placeholder the compiler drops (nothing reads it)."""
+    rows = pos_q.to(tl.uint32)
+    if DROPOUT:
+        x = _mix32((b ^ seed).to(tl.uint32))
+        x = _mix32(x ^ h.to(tl.uint32))
+        rows = _mix32(x ^ rows)
+    return rows
+
+
+@triton.jit
+def _drop_weights(rows, pos_k, threshold, keep_scale):
+    """fp32 tile of the dropout multipliers: keep_scale where kept, 0 where dropped. ``rows``
+    (row hashes) and ``pos_k`` (key positions) come broadcast against each other."""
+    bits = _mix32(rows ^ pos_k.to(tl.uint32)) >> _DROP_SHIFT
+    return tl.where(bits >= threshold, keep_scale, 0.0)  # uint32 compare (threshold < 2^24)
+
+
+@triton.jit
+def _head(H, N, DIL):
+    """(b, h) of this program (grid axis 1 = B * H) and the t-space of the head's dilation."""
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh - b * H
+    dil = tl.load(DIL + h)
+    M = tl.cdiv(N, dil)
+    return b, h, dil, M, M * dil  # T = M * d >= N when d does not divide N
+
+
+@triton.jit
+def _band_tile(offs_t, M, dil, T, N, KIND_ROW):
+    """Positions of t-space indices ``offs_t``: residue, position, in range, kind (PAD beyond).
+    Residue r holds positions r, r + d, r + 2d, ..."""
+    r = offs_t // M
+    pos = (offs_t - r * M) * dil + r
+    ok = (offs_t < T) & (pos < N)
+    return r, pos, ok, tl.load(KIND_ROW + pos, mask=ok, other=PAD)
+
+
+@triton.jit
+def _band_range(first, last, M, window, CAUSAL: tl.constexpr, FIND_KEYS: tl.constexpr,
+                BLOCK: tl.constexpr):
+    """[start, end) of the t-space tiles of size BLOCK the band reaches from the block of
+    indices [first, last]: within ``window`` and in the residues the block touches. FIND_KEYS:
+    the block holds queries, the range keys (causal: keys at or before the query); else the
+    block holds keys, the range queries (causal: queries at or after the key)."""
+    lo = tl.maximum(first - window, (first // M) * M)
+    hi = tl.minimum(last + window, (last // M) * M + M - 1)
+    if CAUSAL:
+        if FIND_KEYS:
+            hi = last
+        else:
+            lo = first
+    return (lo // BLOCK) * BLOCK, hi + 1
+
+
+@triton.jit
+def _band_allowed(t_q, r_q, t_k, r_k, window, CAUSAL: tl.constexpr):
+    """True where query index t_q sees key index t_k through the band (broadcast inputs, any
+    orientation): same residue and -w <= t_q - t_k <= w (causal: 0 <= t_q - t_k <= w)."""
+    diff = t_q - t_k
+    ok = (r_q == r_k) & (diff <= window)
+    if CAUSAL:
+        ok = ok & (diff >= 0)
+    else:
+        ok = ok & (diff >= -window)
+    return ok
+
+
+@triton.jit
+def _global_tile(GIDX_ROW, start, count, BLOCK: tl.constexpr):
+    """Slots [start, start + BLOCK) of a row's global tokens: (position, slot in use)."""
+    offs = start + tl.arange(0, BLOCK)
+    ok = offs < count
+    return tl.load(GIDX_ROW + offs, mask=ok, other=0).to(tl.int32), ok
+
+
+@triton.jit
+def _load_rows(base, pos, ok, offs_d, D, stride_n):
+    """(len(pos), BLOCK_D) tile of rows ``pos`` of an (N, D) matrix with row stride stride_n;
+    zeros where not ``ok`` or beyond D (D is padded to a power of two >= 16 for tl.dot).
+    Offsets in int64: pos * stride_n can pass 2^31 for a permuted view of a large tensor."""
+    return tl.load(base + pos.to(tl.int64)[:, None] * stride_n + offs_d[None, :],
                    mask=ok[:, None] & (offs_d[None, :] < D), other=0.0)
 
 
 @triton.jit
-def _store_rows(base, pos, ok, offs_d, D, tile):
-    tl.store(base + pos[:, None] * D + offs_d[None, :], tile.to(base.dtype.element_ty),
-             mask=ok[:, None] & (offs_d[None, :] < D))
+def _store_rows(base, pos, ok, offs_d, D, stride_n, tile):
+    tl.store(base + pos.to(tl.int64)[:, None] * stride_n + offs_d[None, :],
+             tile.to(base.dtype.element_ty), mask=ok[:, None] & (offs_d[None, :] < D))
 
 
 @triton.jit
-def _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, PRECISION: tl.constexpr):
-    """One online-softmax step over a key tile; all state in fp32, log2 units."""
+def _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND_ROW, K, V, offs_d, D, s_n, window,
+               CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Key tile [start, start + BLOCK_N) of the band, in t-space, for the query tile offs_m:
+    k, v, key positions and the (BLOCK_M, BLOCK_N) mask of allowed entries. Global keys are
+    left out of the band: they are attended once, as global keys (``_global_keys``)."""
+    offs_n = start + tl.arange(0, BLOCK_N)
+    r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND_ROW)
+    k = _load_rows(K, pos_k, k_in, offs_d, D, s_n)
+    v = _load_rows(V, pos_k, k_in, offs_d, D, s_n)
+    allowed = (_band_allowed(offs_m[:, None], r_q[:, None], offs_n[None, :], r_k[None, :],
+                             window, CAUSAL)
+               & q_ok[:, None] & (kind_k == LOCAL)[None, :])
+    return k, v, pos_k, allowed
+
+
+@triton.jit
+def _global_keys(GIDX_ROW, start, count, q_ok, K, V, offs_d, D, s_n, BLOCK_N: tl.constexpr):
+    """Global-key tile (slots [start, start + BLOCK_N)) seen by LOCAL queries with the local
+    projections: k, v, key positions, allowed mask."""
+    pos_k, g_ok = _global_tile(GIDX_ROW, start, count, BLOCK_N)
+    k = _load_rows(K, pos_k, g_ok, offs_d, D, s_n)
+    v = _load_rows(V, pos_k, g_ok, offs_d, D, s_n)
+    return k, v, pos_k, q_ok[:, None] & g_ok[None, :]
+
+
+@triton.jit
+def _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows, pos_k, threshold, keep_scale,
+              DROPOUT: tl.constexpr, PRECISION: tl.constexpr):
+    """One online-softmax step over a key tile; all state in fp32, log2 units. ``rows``
+    (BLOCK_M, 1) and ``pos_k`` (1, BLOCK_N): the dropout mask's row hashes and key positions."""
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
     s = tl.where(allowed, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     alpha = tl.math.exp2(m_i - m_new)
     p = tl.math.exp2(s - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
+    l_i = l_i * alpha + tl.sum(p, 1)  # the normaliser counts dropped keys too
+    if DROPOUT:
+        p = p * _drop_weights(rows, pos_k, threshold, keep_scale)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     return m_new, l_i, acc
 
@@ -113,23 +253,34 @@ def _fwd_finish(m_i, l_i, acc):
 
 
 @triton.jit
-def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, PRECISION: tl.constexpr):
-    """dq += dS k for one key tile, with P recomputed from the saved lse."""
+def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k, threshold,
+             keep_scale, DROPOUT: tl.constexpr, PRECISION: tl.constexpr):
+    """dq += dS k for one key tile, with P recomputed from the saved lse. With dropout
+    dS = P * (dP' * keep * keep_scale - delta), dP' = dO v^T."""
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
     p = tl.math.exp2(tl.where(allowed, s, float("-inf")) - lse[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
+    if DROPOUT:
+        dp = dp * _drop_weights(rows, pos_k, threshold, keep_scale)
     ds = p * (dp - delta[:, None])
     return dq + tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
 
 
 @triton.jit
-def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, PRECISION: tl.constexpr):
-    """dk += dS^T q and dv += P^T dO for one query tile, computed transposed (keys on rows) so
-    the key tile's accumulators never need a transpose."""
+def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows, pos_k, threshold,
+               keep_scale, DROPOUT: tl.constexpr, PRECISION: tl.constexpr):
+    """dk += dS^T q and dv += (P * keep * keep_scale)^T dO for one query tile, computed
+    transposed (keys on rows, so ``rows`` is (1, BLOCK_M) and ``pos_k`` (BLOCK_N, 1)) so the
+    key tile's accumulators never need a transpose."""
     s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale
     p_t = tl.math.exp2(tl.where(allowed_t, s_t, float("-inf")) - lse[None, :])
-    dv = dv + tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)
     dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
+    if DROPOUT:
+        weights = _drop_weights(rows, pos_k, threshold, keep_scale)
+        dv = dv + tl.dot((p_t * weights).to(do.dtype), do, input_precision=PRECISION)
+        dp_t = dp_t * weights
+    else:
+        dv = dv + tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)
     ds_t = p_t * (dp_t - delta[None, :])
     dk = dk + tl.dot(ds_t.to(q.dtype), q, input_precision=PRECISION)
     return dk, dv
@@ -138,99 +289,76 @@ def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, PRECISION: 
 # --------------------------------------------------------------------------------------------
 # Forward kernels
 # --------------------------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=_PER_CALL)
 def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL,
-                     H, N, D, G, window, qk_scale,
-                     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
+                     s_b, s_h, s_n, H, N, D, G, window, qk_scale, seed, threshold, keep_scale,
+                     CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
     """Grid (query blocks in t-space, B * H). LOCAL rows: band keys then global keys."""
-    bh = tl.program_id(1)
-    b = bh // H
-    dil = tl.load(DIL + bh % H)
-    M = tl.cdiv(N, dil)
-    T = M * dil  # t-space length of this head (>= N when d does not divide N)
+    b, h, dil, M, T = _head(H, N, DIL)
     t0 = tl.program_id(0) * BLOCK_M
     if t0 >= T:  # heads with a smaller T need fewer blocks than the grid has
         return
-    mat = bh.to(tl.int64) * N * D  # start of this (b, h)'s (N, D) matrices
-    vec = bh.to(tl.int64) * N  # start of this (b, h)'s lse row
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h  # this (b, h)'s (N, D) matrices
+    vec = (b * H + h).to(tl.int64) * N  # this (b, h)'s lse row
 
     offs_d = tl.arange(0, BLOCK_D)
     offs_m = t0 + tl.arange(0, BLOCK_M)
-    r_q, pos_q = _residue_positions(offs_m, M, dil)
-    q_in = (offs_m < T) & (pos_q < N)
-    kind_q = tl.load(KIND + b * N + pos_q, mask=q_in, other=PAD)
+    r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
     q_ok = kind_q == LOCAL
-    q = _load_rows(Q + mat, pos_q, q_in, offs_d, D)
+    q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
 
     m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
 
-    # Band keys: t-space indices within `window` of the block's queries, in the residues the
-    # block touches. Only key blocks meeting [lo, hi] are visited.
-    t_last = tl.minimum(t0 + BLOCK_M, T) - 1
-    lo = tl.maximum(t0 - window, (t0 // M) * M)
-    if CAUSAL:
-        hi = t_last
-    else:
-        hi = tl.minimum(t_last + window, (t_last // M) * M + M - 1)
-    for start in tl.range((lo // BLOCK_N) * BLOCK_N, hi + 1, BLOCK_N):
-        offs_n = start + tl.arange(0, BLOCK_N)
-        r_k, pos_k = _residue_positions(offs_n, M, dil)
-        k_in = (offs_n < T) & (pos_k < N)
-        kind_k = tl.load(KIND + b * N + pos_k, mask=k_in, other=PAD)
-        k = _load_rows(K + mat, pos_k, k_in, offs_d, D)
-        v = _load_rows(V + mat, pos_k, k_in, offs_d, D)
-        diff = offs_m[:, None] - offs_n[None, :]  # query - key, in steps of d
-        # Global keys are left out of the band: they are attended once, in the loop below.
-        allowed = (q_ok[:, None] & (kind_k == LOCAL)[None, :] & (r_q[:, None] == r_k[None, :])
-                   & (diff <= window))
-        if CAUSAL:
-            allowed = allowed & (diff >= 0)
-        else:
-            allowed = allowed & (diff >= -window)
-        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, PRECISION)
+    # Band keys: only key tiles meeting the band of the block's queries are visited.
+    lo, hi = _band_range(t0, tl.minimum(t0 + BLOCK_M, T) - 1, M, window, CAUSAL, True, BLOCK_N)
+    for start in tl.range(lo, hi, BLOCK_N):
+        k, v, pos_k, allowed = _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND + b * N,
+                                          K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
+                                          BLOCK_N)
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
+                                  pos_k[None, :], threshold, keep_scale, DROPOUT, PRECISION)
 
-    # Global keys (local projections): every LOCAL query attends every global token, causal
-    # or not (pattern.py).
-    count = tl.load(GCOUNT + b)
+    # Global keys (local projections): every LOCAL query attends every global token.
+    count = tl.load(GCOUNT + b).to(tl.int32)
     for start in tl.range(0, count, BLOCK_N):
-        offs_g = start + tl.arange(0, BLOCK_N)
-        g_ok = offs_g < count
-        pos_k = tl.load(GIDX + b * G + offs_g, mask=g_ok, other=0)
-        k = _load_rows(K + mat, pos_k, g_ok, offs_d, D)
-        v = _load_rows(V + mat, pos_k, g_ok, offs_d, D)
-        allowed = q_ok[:, None] & g_ok[None, :]
-        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, PRECISION)
+        k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
+                                            offs_d, D, s_n, BLOCK_N)
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
+                                  pos_k[None, :], threshold, keep_scale, DROPOUT, PRECISION)
 
     out, lse = _fwd_finish(m_i, l_i, acc)
-    # GLOBAL rows belong to _global_rows_fwd_kernel; PAD rows get the zeros computed here.
-    mine = q_in & (kind_q != GLOBAL)
-    _store_rows(O + mat, pos_q, mine, offs_d, D, out)
-    tl.store(LSE + vec + pos_q, lse, mask=mine)
+    # Every row: PAD and GLOBAL rows get the zeros computed here; GLOBAL rows are overwritten
+    # by _global_rows_fwd_kernel, launched after this one, when the caller wants them.
+    _store_rows(O + mat, pos_q, q_in, offs_d, D, s_n, out)
+    tl.store(LSE + vec + pos_q, lse, mask=q_in)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_PER_CALL)
 def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
-                            H, N, D, G, qk_scale,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            g_b, g_h, g_n, s_b, s_h, s_n, H, N, D, G, qk_scale,
+                            seed, threshold, keep_scale,
+                            DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                             BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
-    """Grid (blocks of global slots, B * H). GLOBAL rows: q_g against every non-padding key."""
+    """Grid (blocks of global slots, B * H). GLOBAL rows: q_g against every non-padding key.
+    (g_b, g_h, g_n): strides of the global family, (s_b, s_h, s_n): of out."""
     bh = tl.program_id(1)
     b = bh // H
-    count = tl.load(GCOUNT + b)
+    h = bh - b * H
+    count = tl.load(GCOUNT + b).to(tl.int32)
     g0 = tl.program_id(0) * BLOCK_M
     if g0 >= count:
         return
-    mat = bh.to(tl.int64) * N * D
+    mat = b.to(tl.int64) * g_b + h.to(tl.int64) * g_h
     vec = bh.to(tl.int64) * N
 
     offs_d = tl.arange(0, BLOCK_D)
-    offs_g = g0 + tl.arange(0, BLOCK_M)
-    g_ok = offs_g < count
-    pos_q = tl.load(GIDX + b * G + offs_g, mask=g_ok, other=0)
-    q = _load_rows(QG + mat, pos_q, g_ok, offs_d, D)
+    pos_q, g_ok = _global_tile(GIDX + b * G, g0, count, BLOCK_M)
+    q = _load_rows(QG + mat, pos_q, g_ok, offs_d, D, g_n)
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
 
     m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -239,150 +367,118 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
         offs_n = start + tl.arange(0, BLOCK_N)
         k_in = offs_n < N
         kind_k = tl.load(KIND + b * N + offs_n, mask=k_in, other=PAD)
-        k = _load_rows(KG + mat, offs_n, k_in, offs_d, D)
-        v = _load_rows(VG + mat, offs_n, k_in, offs_d, D)
+        k = _load_rows(KG + mat, offs_n, k_in, offs_d, D, g_n)
+        v = _load_rows(VG + mat, offs_n, k_in, offs_d, D, g_n)
         allowed = g_ok[:, None] & (kind_k != PAD)[None, :]
-        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, PRECISION)
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
+                                  offs_n[None, :], threshold, keep_scale, DROPOUT, PRECISION)
 
     out, lse = _fwd_finish(m_i, l_i, acc)
-    _store_rows(O + mat, pos_q, g_ok, offs_d, D, out)
+    _store_rows(O + b.to(tl.int64) * s_b + h.to(tl.int64) * s_h, pos_q, g_ok, offs_d, D, s_n, out)
     tl.store(LSE + vec + pos_q, lse, mask=g_ok)
 
 
 # --------------------------------------------------------------------------------------------
 # Backward kernels (P recomputed from lse; delta = rowsum(dO * O) computed beforehand)
 # --------------------------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=_PER_CALL)
 def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL,
-                        H, N, D, G, window, qk_scale, sm_scale,
-                        CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                        BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
+                        s_b, s_h, s_n, H, N, D, G, window, qk_scale, sm_scale,
+                        seed, threshold, keep_scale,
+                        CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
     """Grid as _band_fwd_kernel. dq of every row: band keys then global keys."""
-    bh = tl.program_id(1)
-    b = bh // H
-    dil = tl.load(DIL + bh % H)
-    M = tl.cdiv(N, dil)
-    T = M * dil
+    b, h, dil, M, T = _head(H, N, DIL)
     t0 = tl.program_id(0) * BLOCK_M
     if t0 >= T:
         return
-    mat = bh.to(tl.int64) * N * D
-    vec = bh.to(tl.int64) * N
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h
+    vec = (b * H + h).to(tl.int64) * N
 
     offs_d = tl.arange(0, BLOCK_D)
     offs_m = t0 + tl.arange(0, BLOCK_M)
-    r_q, pos_q = _residue_positions(offs_m, M, dil)
-    q_in = (offs_m < T) & (pos_q < N)
-    kind_q = tl.load(KIND + b * N + pos_q, mask=q_in, other=PAD)
+    r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
     q_ok = kind_q == LOCAL
-    q = _load_rows(Q + mat, pos_q, q_in, offs_d, D)
-    do = _load_rows(DO + mat, pos_q, q_in, offs_d, D)
+    q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
+    do = _load_rows(DO + mat, pos_q, q_in, offs_d, D, s_n)
     lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
     delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
 
-    t_last = tl.minimum(t0 + BLOCK_M, T) - 1
-    lo = tl.maximum(t0 - window, (t0 // M) * M)
-    if CAUSAL:
-        hi = t_last
-    else:
-        hi = tl.minimum(t_last + window, (t_last // M) * M + M - 1)
-    for start in tl.range((lo // BLOCK_N) * BLOCK_N, hi + 1, BLOCK_N):
-        offs_n = start + tl.arange(0, BLOCK_N)
-        r_k, pos_k = _residue_positions(offs_n, M, dil)
-        k_in = (offs_n < T) & (pos_k < N)
-        kind_k = tl.load(KIND + b * N + pos_k, mask=k_in, other=PAD)
-        k = _load_rows(K + mat, pos_k, k_in, offs_d, D)
-        v = _load_rows(V + mat, pos_k, k_in, offs_d, D)
-        diff = offs_m[:, None] - offs_n[None, :]
-        allowed = (q_ok[:, None] & (kind_k == LOCAL)[None, :] & (r_q[:, None] == r_k[None, :])
-                   & (diff <= window))
-        if CAUSAL:
-            allowed = allowed & (diff >= 0)
-        else:
-            allowed = allowed & (diff >= -window)
-        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, PRECISION)
+    lo, hi = _band_range(t0, tl.minimum(t0 + BLOCK_M, T) - 1, M, window, CAUSAL, True, BLOCK_N)
+    for start in tl.range(lo, hi, BLOCK_N):
+        k, v, pos_k, allowed = _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND + b * N,
+                                          K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
+                                          BLOCK_N)
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k[None, :],
+                      threshold, keep_scale, DROPOUT, PRECISION)
 
-    count = tl.load(GCOUNT + b)
+    count = tl.load(GCOUNT + b).to(tl.int32)
     for start in tl.range(0, count, BLOCK_N):
-        offs_g = start + tl.arange(0, BLOCK_N)
-        g_ok = offs_g < count
-        pos_k = tl.load(GIDX + b * G + offs_g, mask=g_ok, other=0)
-        k = _load_rows(K + mat, pos_k, g_ok, offs_d, D)
-        v = _load_rows(V + mat, pos_k, g_ok, offs_d, D)
-        allowed = q_ok[:, None] & g_ok[None, :]
-        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, PRECISION)
+        k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
+                                            offs_d, D, s_n, BLOCK_N)
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k[None, :],
+                      threshold, keep_scale, DROPOUT, PRECISION)
 
     # d(scores)/dq = scale * k: the scale (natural units) is applied once, here.
-    _store_rows(DQ + mat, pos_q, q_in, offs_d, D, dq * sm_scale)
+    _store_rows(DQ + mat, pos_q, q_in, offs_d, D, s_n, dq * sm_scale)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_PER_CALL)
 def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL,
-                          H, N, D, window, qk_scale, sm_scale,
-                          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                          BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
+                          s_b, s_h, s_n, H, N, D, window, qk_scale, sm_scale,
+                          seed, threshold, keep_scale,
+                          CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
+                          BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                          PRECISION: tl.constexpr):
     """Grid (key blocks in t-space, B * H). dk, dv from the band's LOCAL queries."""
-    bh = tl.program_id(1)
-    b = bh // H
-    dil = tl.load(DIL + bh % H)
-    M = tl.cdiv(N, dil)
-    T = M * dil
+    b, h, dil, M, T = _head(H, N, DIL)
     s0 = tl.program_id(0) * BLOCK_N
     if s0 >= T:
         return
-    mat = bh.to(tl.int64) * N * D
-    vec = bh.to(tl.int64) * N
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h
+    vec = (b * H + h).to(tl.int64) * N
 
     offs_d = tl.arange(0, BLOCK_D)
     offs_n = s0 + tl.arange(0, BLOCK_N)
-    r_k, pos_k = _residue_positions(offs_n, M, dil)
-    k_in = (offs_n < T) & (pos_k < N)
-    kind_k = tl.load(KIND + b * N + pos_k, mask=k_in, other=PAD)
+    r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND + b * N)
     k_ok = kind_k == LOCAL
-    k = _load_rows(K + mat, pos_k, k_in, offs_d, D)
-    v = _load_rows(V + mat, pos_k, k_in, offs_d, D)
+    k = _load_rows(K + mat, pos_k, k_in, offs_d, D, s_n)
+    v = _load_rows(V + mat, pos_k, k_in, offs_d, D, s_n)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
 
-    # Queries t that see key s: s - w <= t <= s + w (causal: s <= t <= s + w), same residue.
-    s_last = tl.minimum(s0 + BLOCK_N, T) - 1
-    if CAUSAL:
-        lo = s0
-    else:
-        lo = tl.maximum(s0 - window, (s0 // M) * M)
-    hi = tl.minimum(s_last + window, (s_last // M) * M + M - 1)
-    for start in tl.range((lo // BLOCK_M) * BLOCK_M, hi + 1, BLOCK_M):
+    lo, hi = _band_range(s0, tl.minimum(s0 + BLOCK_N, T) - 1, M, window, CAUSAL, False, BLOCK_M)
+    for start in tl.range(lo, hi, BLOCK_M):
         offs_m = start + tl.arange(0, BLOCK_M)
-        r_q, pos_q = _residue_positions(offs_m, M, dil)
-        q_in = (offs_m < T) & (pos_q < N)
-        kind_q = tl.load(KIND + b * N + pos_q, mask=q_in, other=PAD)
-        q = _load_rows(Q + mat, pos_q, q_in, offs_d, D)
-        do = _load_rows(DO + mat, pos_q, q_in, offs_d, D)
+        r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
+        q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
+        do = _load_rows(DO + mat, pos_q, q_in, offs_d, D, s_n)
         lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
         delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
-        diff = offs_m[None, :] - offs_n[:, None]  # query - key, (BLOCK_N, BLOCK_M)
-        allowed_t = (k_ok[:, None] & (kind_q == LOCAL)[None, :]
-                     & (r_k[:, None] == r_q[None, :]) & (diff <= window))
-        if CAUSAL:
-            allowed_t = allowed_t & (diff >= 0)
-        else:
-            allowed_t = allowed_t & (diff >= -window)
-        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, PRECISION)
+        allowed_t = (_band_allowed(offs_m[None, :], r_q[None, :], offs_n[:, None], r_k[:, None],
+                                   window, CAUSAL)
+                     & k_ok[:, None] & (kind_q == LOCAL)[None, :])
+        rows = _row_hash(seed, b, h, pos_q, DROPOUT)[None, :]
+        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows,
+                            pos_k[:, None], threshold, keep_scale, DROPOUT, PRECISION)
 
     # GLOBAL key rows belong to _cross_bwd_dkdv_kernel (GLOBAL_KEYS=True); PAD rows get zeros.
     mine = k_in & (kind_k != GLOBAL)
-    _store_rows(DK + mat, pos_k, mine, offs_d, D, dk * sm_scale)
-    _store_rows(DV + mat, pos_k, mine, offs_d, D, dv)
+    _store_rows(DK + mat, pos_k, mine, offs_d, D, s_n, dk * sm_scale)
+    _store_rows(DV + mat, pos_k, mine, offs_d, D, s_n, dv)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_PER_CALL)
 def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
-                           H, N, D, G, qk_scale, sm_scale,
-                           GLOBAL_KEYS: tl.constexpr, BLOCK_M: tl.constexpr,
-                           BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                           s_b, s_h, s_n, o_b, o_h, o_n, H, N, D, G, qk_scale, sm_scale,
+                           seed, threshold, keep_scale,
+                           GLOBAL_KEYS: tl.constexpr, DROPOUT: tl.constexpr,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                            PRECISION: tl.constexpr):
-    """dk, dv for the two dense (not banded) parts of the pattern.
+    """dk, dv for the two dense (not banded) parts of the pattern. (s_b, s_h, s_n): strides of
+    Q, K, V, DK, DV; (o_b, o_h, o_n): strides of DO.
 
     GLOBAL_KEYS=True (local projections): keys = the global tokens (grid over slot blocks),
         queries = every LOCAL row. Writes dk, dv of GLOBAL rows.
@@ -391,90 +487,98 @@ def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
     """
     bh = tl.program_id(1)
     b = bh // H
-    count = tl.load(GCOUNT + b)
+    h = bh - b * H
+    count = tl.load(GCOUNT + b).to(tl.int32)
     s0 = tl.program_id(0) * BLOCK_N
-    mat = bh.to(tl.int64) * N * D
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h
+    mat_do = b.to(tl.int64) * o_b + h.to(tl.int64) * o_h
     vec = bh.to(tl.int64) * N
     offs_d = tl.arange(0, BLOCK_D)
-    offs_n = s0 + tl.arange(0, BLOCK_N)
     if GLOBAL_KEYS:
         if s0 >= count:
             return
-        k_in = offs_n < count
+        pos_k, k_in = _global_tile(GIDX + b * G, s0, count, BLOCK_N)
         k_ok = k_in
-        pos_k = tl.load(GIDX + b * G + offs_n, mask=k_in, other=0)
         num_queries = N
     else:
-        k_in = offs_n < N
-        pos_k = offs_n
+        pos_k = s0 + tl.arange(0, BLOCK_N)
+        k_in = pos_k < N
         k_ok = tl.load(KIND + b * N + pos_k, mask=k_in, other=PAD) != PAD
         num_queries = count
-    k = _load_rows(K + mat, pos_k, k_in, offs_d, D)
-    v = _load_rows(V + mat, pos_k, k_in, offs_d, D)
+    k = _load_rows(K + mat, pos_k, k_in, offs_d, D, s_n)
+    v = _load_rows(V + mat, pos_k, k_in, offs_d, D, s_n)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
 
     for start in tl.range(0, num_queries, BLOCK_M):
-        offs_m = start + tl.arange(0, BLOCK_M)
         if GLOBAL_KEYS:
-            q_in = offs_m < N
-            pos_q = offs_m
+            pos_q = start + tl.arange(0, BLOCK_M)
+            q_in = pos_q < N
             q_ok = tl.load(KIND + b * N + pos_q, mask=q_in, other=PAD) == LOCAL
         else:
-            q_in = offs_m < count
+            pos_q, q_in = _global_tile(GIDX + b * G, start, count, BLOCK_M)
             q_ok = q_in
-            pos_q = tl.load(GIDX + b * G + offs_m, mask=q_in, other=0)
-        q = _load_rows(Q + mat, pos_q, q_in, offs_d, D)
-        do = _load_rows(DO + mat, pos_q, q_in, offs_d, D)
+        q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
+        do = _load_rows(DO + mat_do, pos_q, q_in, offs_d, D, o_n)
         lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
         delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
         allowed_t = k_ok[:, None] & q_ok[None, :]
-        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, PRECISION)
+        rows = _row_hash(seed, b, h, pos_q, DROPOUT)[None, :]
+        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows,
+                            pos_k[:, None], threshold, keep_scale, DROPOUT, PRECISION)
 
-    _store_rows(DK + mat, pos_k, k_in, offs_d, D, dk * sm_scale)
-    _store_rows(DV + mat, pos_k, k_in, offs_d, D, dv)
+    _store_rows(DK + mat, pos_k, k_in, offs_d, D, s_n, dk * sm_scale)
+    _store_rows(DV + mat, pos_k, k_in, offs_d, D, s_n, dv)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_PER_CALL)
 def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOUNT,
-                               H, N, D, G, qk_scale, sm_scale,
-                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                               BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
-    """Grid as _global_rows_fwd_kernel. dq_g of GLOBAL rows."""
+                               g_b, g_h, g_n, o_b, o_h, o_n, H, N, D, G, qk_scale, sm_scale,
+                               seed, threshold, keep_scale,
+                               DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
+                               BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                               PRECISION: tl.constexpr):
+    """Grid as _global_rows_fwd_kernel. dq_g of GLOBAL rows. (g_b, g_h, g_n): strides of the
+    global family, (o_b, o_h, o_n): of DO."""
     bh = tl.program_id(1)
     b = bh // H
-    count = tl.load(GCOUNT + b)
+    h = bh - b * H
+    count = tl.load(GCOUNT + b).to(tl.int32)
     g0 = tl.program_id(0) * BLOCK_M
     if g0 >= count:
         return
-    mat = bh.to(tl.int64) * N * D
+    mat = b.to(tl.int64) * g_b + h.to(tl.int64) * g_h
     vec = bh.to(tl.int64) * N
 
     offs_d = tl.arange(0, BLOCK_D)
-    offs_g = g0 + tl.arange(0, BLOCK_M)
-    g_ok = offs_g < count
-    pos_q = tl.load(GIDX + b * G + offs_g, mask=g_ok, other=0)
-    q = _load_rows(QG + mat, pos_q, g_ok, offs_d, D)
-    do = _load_rows(DO + mat, pos_q, g_ok, offs_d, D)
+    pos_q, g_ok = _global_tile(GIDX + b * G, g0, count, BLOCK_M)
+    q = _load_rows(QG + mat, pos_q, g_ok, offs_d, D, g_n)
+    do = _load_rows(DO + b.to(tl.int64) * o_b + h.to(tl.int64) * o_h, pos_q, g_ok, offs_d, D, o_n)
     lse = tl.load(LSE + vec + pos_q, mask=g_ok, other=0.0)
     delta = tl.load(DELTA + vec + pos_q, mask=g_ok, other=0.0)
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     for start in tl.range(0, N, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         k_in = offs_n < N
         kind_k = tl.load(KIND + b * N + offs_n, mask=k_in, other=PAD)
-        k = _load_rows(KG + mat, offs_n, k_in, offs_d, D)
-        v = _load_rows(VG + mat, offs_n, k_in, offs_d, D)
+        k = _load_rows(KG + mat, offs_n, k_in, offs_d, D, g_n)
+        v = _load_rows(VG + mat, offs_n, k_in, offs_d, D, g_n)
         allowed = g_ok[:, None] & (kind_k != PAD)[None, :]
-        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, PRECISION)
-    _store_rows(DQG + mat, pos_q, g_ok, offs_d, D, dq * sm_scale)
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, offs_n[None, :],
+                      threshold, keep_scale, DROPOUT, PRECISION)
+    _store_rows(DQG + mat, pos_q, g_ok, offs_d, D, g_n, dq * sm_scale)
 
 
 # --------------------------------------------------------------------------------------------
-# Host side: the layout of one call, block sizes, launchers
+# Tiles and the launch configurations (one list for the launchers and the compile test)
 # --------------------------------------------------------------------------------------------
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _gpu_tiles_forced() -> bool:
+    return os.environ.get(GPU_TILES_ENV, "0") not in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -491,152 +595,189 @@ def block_config(head_dim: int, element_size: int, interpret: bool) -> BlockConf
 
     One fixed config per case: multi-config @triton.autotune does not run in the interpreter.
     D is padded to a power of two >= 16 (tl.dot's minimum). The interpreter's cost is per
-    operation, not per element, so 32 x 32 tiles run about 3x faster there than 16 x 16.
-    On GPUs the tiles shrink as a row of q / k / v / dO grows, so that every kernel fits the
-    smallest shared memory of Ampere and later (99 KiB per block on sm_86/sm_89). Largest
-    kernel (backward dk/dv), compiled for sm_86 with Triton 3.9: fp16 D=64 41 KiB, fp16 D=128
-    58 KiB, fp32 D=64 82 KiB, fp32 D=128 70 KiB, fp16 D=256 74 KiB, fp32 D=256 67 KiB.
+    operation, not per element, so 32 x 32 tiles run about 3x faster there than 16 x 16; set
+    LONGFORMER_TRITON_GPU_TILES=1 to run the GPU tiles in the interpreter (the tests do).
+    On GPUs the 16-bit tiles shrink as a row of q / k / v / dO grows, so that every kernel fits
+    the shared memory of Ampere and later (99 KiB per block on sm_86/sm_89). fp32 runs its dots
+    with input_precision="ieee", i.e. on the FMA units, not tensor cores, with the tiles in
+    registers: its tiles are smaller (64 x 64 fp32 tiles spilled kilobytes of registers per
+    thread when compiled). That every kernel in every configuration the launchers can pick
+    compiles for sm_80/86/89/90 and fits their shared memory is checked on a CPU by
+    ``tests/kernels/test_triton_compile.py``; ``scripts/triton_compile_table.py`` prints the
+    shared memory and register spills of each. No number here is a GPU timing.
     """
     block_d = max(16, triton.next_power_of_2(head_dim))
     if interpret:
         return BlockConfig(32, 32, block_d, 1, 1)
-    row_bytes = block_d * element_size
+    if element_size == 4:
+        if block_d <= 64:
+            return BlockConfig(32, 32, block_d, 4, 2)
+        return BlockConfig(16, 16, block_d, 4, 1)
     if block_d <= 64:
         return BlockConfig(64, 64, block_d, 4, 2)
-    if row_bytes <= 256:
+    if block_d <= 128:
         return BlockConfig(64, 32, block_d, 4, 2)
-    if row_bytes <= 512:
-        return BlockConfig(32, 32, block_d, 4, 1)
-    return BlockConfig(16, 16, block_d, 4, 1)
+    return BlockConfig(32, 32, block_d, 4, 1)
 
 
+BLOCK_DS = (16, 32, 64, 128, 256)  # every BLOCK_D a head dim in [1, MAX_HEAD_DIM] gives
+# The kernels and the tl.constexpr flags each takes (besides the tiles and PRECISION).
+KERNEL_FLAGS: Dict[str, Tuple[str, ...]] = {
+    "_band_fwd_kernel": ("CAUSAL", "DROPOUT"),
+    "_global_rows_fwd_kernel": ("DROPOUT",),
+    "_band_bwd_dq_kernel": ("CAUSAL", "DROPOUT"),
+    "_band_bwd_dkdv_kernel": ("CAUSAL", "DROPOUT"),
+    "_cross_bwd_dkdv_kernel": ("GLOBAL_KEYS", "DROPOUT"),
+    "_global_rows_bwd_dq_kernel": ("DROPOUT",),
+}
+PRECISION = "ieee"  # only read for fp32 operands: exact fp32 products, no tf32
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """One compiled variant of one kernel: what a launcher may pick."""
+
+    kernel: str  # a key of KERNEL_FLAGS
+    dtype: torch.dtype  # of q, k, v (and everything of the families)
+    flags: Tuple[Tuple[str, bool], ...]  # the kernel's boolean tl.constexpr, by name
+    block: BlockConfig
+
+    @property
+    def constexprs(self) -> Dict[str, object]:
+        return dict(self.flags, BLOCK_M=self.block.block_m, BLOCK_N=self.block.block_n,
+                    BLOCK_D=self.block.block_d, PRECISION=PRECISION)
+
+    @property
+    def name(self) -> str:
+        d = str(self.dtype).replace("torch.", "")
+        on = "".join(f" {k.lower()}" for k, v in self.flags if v)
+        b = self.block
+        return (f"{self.kernel.strip('_')} {d} D{b.block_d} {b.block_m}x{b.block_n}"
+                f" w{b.num_warps} s{b.num_stages}{on}")
+
+
+@functools.lru_cache(maxsize=2)
+def launch_configurations(interpret: bool = False) -> Tuple[LaunchConfig, ...]:
+    """Every (kernel, dtype, BLOCK_D, flags, tiles) the launchers can choose, with the tiles
+    ``block_config`` gives on a GPU (interpret=False) or in the interpreter. The launchers
+    refuse anything else, so compiling this list covers every kernel a GPU can be asked to run.
+    """
+    configs = []
+    for kernel, flags in KERNEL_FLAGS.items():
+        for dtype, block_d in itertools.product(SUPPORTED_DTYPES, BLOCK_DS):
+            block = block_config(block_d, torch.empty((), dtype=dtype).element_size(), interpret)
+            for values in itertools.product((False, True), repeat=len(flags)):
+                configs.append(LaunchConfig(kernel, dtype, tuple(zip(flags, values)), block))
+    return tuple(configs)
+
+
+@functools.lru_cache(maxsize=2)
+def _known_configs(interpret: bool) -> FrozenSet[LaunchConfig]:
+    return frozenset(launch_configurations(interpret))
+
+
+# --------------------------------------------------------------------------------------------
+# Host side: the layout of one call, launchers
+# --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Layout:
     """Everything about the pattern of one call that the kernels read, built once per forward."""
 
     kind: Tensor  # (B, N) int8
-    gidx: Tensor  # (B, max(G, 1)) int32
-    gcount: Tensor  # (B,) int32
+    gidx: Tensor  # (B, max(G, 1)) int64
+    gcount: Tensor  # (B,) int64
     dil: Tensor  # (H,) int32, clamped to N (a dilation >= N only ever reaches the token itself)
     max_global: int  # G
     t_len: int  # longest t-space of any head: d * ceil(N / d) (sizes the band kernels' grids)
     window: int  # clamped to N: a longer window reaches nothing more
     causal: bool
     scale: float
+    dtype: torch.dtype
     config: BlockConfig
-    precision: str
+    interpret: bool
+    dropout: Optional[AttentionDropout]
 
 
-def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks,
-                  is_global: Optional[Tensor], scale: float) -> _Layout:
+@functools.lru_cache(maxsize=64)
+def _dilation_tensor(dilations: Tuple[int, ...], device: torch.device) -> Tensor:
+    return torch.tensor(dilations, dtype=torch.int32, device=device)
+
+
+def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks, scale: float,
+                  dropout: Optional[AttentionDropout]) -> _Layout:
     batch, heads, length, head_dim = q.shape
     device = q.device
-    config = block_config(head_dim, q.element_size(), _interpreting())
+    interpret = _interpreting() and not _gpu_tiles_forced()
+    config = block_config(head_dim, q.element_size(), interpret)
     kind = torch.full((batch, length), LOCAL.value, dtype=torch.int8, device=device)
-    padding = masks.padding_or_none()
-    if padding is not None:
-        kind.masked_fill_(padding.to(device), PAD.value)
-    if is_global is not None:  # check_inputs' mask already excludes padding positions
-        is_global = is_global.to(device)
-        kind.masked_fill_(is_global, GLOBAL.value)
-        counts = is_global.sum(dim=1)
-        max_global = int(counts.max())
-        # stable sort puts each row's global positions first, in ascending order
-        order = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)
-        gidx = order[:, :max_global].to(torch.int32).contiguous()
-        gcount = counts.to(torch.int32)
+    if masks.padding is not None:
+        kind.masked_fill_(masks.padding.to(device), PAD.value)
+    if masks.is_global is not None:  # AttentionMasks excludes padding from it
+        kind.masked_fill_(masks.is_global.to(device), GLOBAL.value)
+        gidx = masks.global_index.to(device)
+        gcount = masks.global_count.to(device)
     else:
-        max_global = 0
-        gidx = torch.zeros(batch, 1, dtype=torch.int32, device=device)
-        gcount = torch.zeros(batch, dtype=torch.int32, device=device)
-    dilations = [min(d, max(length, 1)) for d in pattern.dilation_per_head(heads)]
+        gidx = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        gcount = torch.zeros(batch, dtype=torch.long, device=device)
+    dilations = tuple(min(d, max(length, 1)) for d in pattern.dilation_per_head(heads))
     return _Layout(
-        kind=kind, gidx=gidx, gcount=gcount,
-        dil=torch.tensor(dilations, dtype=torch.int32, device=device),
-        max_global=max_global, t_len=max(d * triton.cdiv(length, d) for d in dilations),
-        window=min(pattern.window, length), causal=pattern.causal, scale=scale, config=config,
-        precision="ieee",  # only read for fp32 operands: exact fp32 products, no tf32
+        kind=kind, gidx=gidx, gcount=gcount, dil=_dilation_tensor(dilations, device),
+        max_global=masks.max_global, t_len=max(d * triton.cdiv(length, d) for d in dilations),
+        window=min(pattern.window, length), causal=pattern.causal, scale=scale, dtype=q.dtype,
+        config=config, interpret=interpret, dropout=dropout,
     )
 
 
-def _check_launch(*tensors: Tensor) -> None:
-    # internal invariants: the autograd Function hands over contiguous tensors of one dtype
-    for t in tensors:
-        assert t.is_contiguous(), "kernels index (B, H, N, D) tensors as contiguous"
-
-
-def _launch_band_fwd(q, k, v, out, lse, lay: _Layout) -> None:
-    _check_launch(q, k, v, out, lse)
-    batch, heads, length, head_dim = q.shape
+def _launch(kernel, grid, args, lay: _Layout, **flags) -> None:
+    """Launch ``kernel`` with the call's tiles, dropout arguments and flags, refusing any
+    configuration ``launch_configurations`` does not list (the compile test covers exactly it)."""
     c = lay.config
-    grid = (triton.cdiv(lay.t_len, c.block_m), batch * heads)
-    _band_fwd_kernel[grid](
-        q, k, v, out, lse, lay.kind, lay.gidx, lay.gcount, lay.dil,
-        heads, length, head_dim, lay.gidx.shape[1], lay.window, lay.scale * LOG2E,
-        CAUSAL=lay.causal, BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_D=c.block_d,
-        PRECISION=lay.precision, num_warps=c.num_warps, num_stages=c.num_stages)
+    name = kernel.fn.__name__
+    assert set(flags) == set(KERNEL_FLAGS[name]), (name, flags)
+    config = LaunchConfig(name, lay.dtype, tuple((f, flags[f]) for f in KERNEL_FLAGS[name]), c)
+    if config not in _known_configs(lay.interpret):
+        raise RuntimeError(f"launch configuration {config.name} is not in launch_configurations()")
+    drop = lay.dropout
+    dropout_args = (0, 0, 1.0) if drop is None else (drop.seed, drop.threshold, drop.keep_scale)
+    kernel[grid](*args, *dropout_args, **config.constexprs,
+                 num_warps=c.num_warps, num_stages=c.num_stages)
 
 
-def _launch_global_rows_fwd(q_g, k_g, v_g, out, lse, lay: _Layout) -> None:
-    _check_launch(q_g, k_g, v_g, out, lse)
-    batch, heads, length, head_dim = q_g.shape
-    c = lay.config
-    grid = (triton.cdiv(lay.max_global, c.block_m), batch * heads)
-    _global_rows_fwd_kernel[grid](
-        q_g, k_g, v_g, out, lse, lay.kind, lay.gidx, lay.gcount,
-        heads, length, head_dim, lay.gidx.shape[1], lay.scale * LOG2E,
-        BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_D=c.block_d, PRECISION=lay.precision,
-        num_warps=c.num_warps, num_stages=c.num_stages)
+def _strides(t: Tensor) -> Tuple[int, int, int]:
+    return t.stride(0), t.stride(1), t.stride(2)
 
 
-def _launch_band_bwd_dq(q, k, v, do, dq, lse, delta, lay: _Layout) -> None:
-    _check_launch(q, k, v, do, dq, lse, delta)
-    batch, heads, length, head_dim = q.shape
-    c = lay.config
-    grid = (triton.cdiv(lay.t_len, c.block_m), batch * heads)
-    _band_bwd_dq_kernel[grid](
-        q, k, v, do, dq, lse, delta, lay.kind, lay.gidx, lay.gcount, lay.dil,
-        heads, length, head_dim, lay.gidx.shape[1], lay.window, lay.scale * LOG2E, lay.scale,
-        CAUSAL=lay.causal, BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_D=c.block_d,
-        PRECISION=lay.precision, num_warps=c.num_warps, num_stages=c.num_stages)
+def _same_layout(a: Tensor, b: Tensor) -> bool:
+    """Same strides wherever the size is > 1 (a size-1 dimension is never stepped over)."""
+    return all(size == 1 or sa == sb for size, sa, sb in zip(a.shape, a.stride(), b.stride()))
 
 
-def _launch_band_bwd_dkdv(q, k, v, do, dk, dv, lse, delta, lay: _Layout) -> None:
-    _check_launch(q, k, v, do, dk, dv, lse, delta)
-    batch, heads, length, head_dim = q.shape
-    c = lay.config
-    grid = (triton.cdiv(lay.t_len, c.block_n), batch * heads)
-    _band_bwd_dkdv_kernel[grid](
-        q, k, v, do, dk, dv, lse, delta, lay.kind, lay.dil,
-        heads, length, head_dim, lay.window, lay.scale * LOG2E, lay.scale,
-        CAUSAL=lay.causal, BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_D=c.block_d,
-        PRECISION=lay.precision, num_warps=c.num_warps, num_stages=c.num_stages)
+def _dense(t: Tensor) -> bool:
+    """Unit last stride, and the elements fill one block of memory with no gaps or overlaps
+    (then ``torch.empty_like`` keeps the strides: out and grads share the inputs' layout)."""
+    if t.stride(-1) != 1 and t.shape[-1] != 1:
+        return False
+    expected = 1
+    dims = sorted(((st, s) for s, st in zip(t.shape, t.stride()) if s != 1))
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
-def _launch_cross_bwd_dkdv(q, k, v, do, dk, dv, lse, delta, lay: _Layout,
-                           global_keys: bool) -> None:
-    _check_launch(q, k, v, do, dk, dv, lse, delta)
-    batch, heads, length, head_dim = q.shape
-    c = lay.config
-    keys = lay.max_global if global_keys else length
-    grid = (triton.cdiv(keys, c.block_n), batch * heads)
-    _cross_bwd_dkdv_kernel[grid](
-        q, k, v, do, dk, dv, lse, delta, lay.kind, lay.gidx, lay.gcount,
-        heads, length, head_dim, lay.gidx.shape[1], lay.scale * LOG2E, lay.scale,
-        GLOBAL_KEYS=global_keys, BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_D=c.block_d,
-        PRECISION=lay.precision, num_warps=c.num_warps, num_stages=c.num_stages)
+def _family(first: Tensor, *others: Optional[Tensor]) -> List[Optional[Tensor]]:
+    """``first`` and ``others`` (None stays None) in one layout with a unit last stride: the
+    first's own when its last stride is 1 and it is dense (else contiguous); a tensor in another
+    layout is copied into this one. No copy at all in the usual case."""
+    if not _dense(first):
+        first = first.contiguous()
+    return [first] + [t if t is None or _same_layout(t, first) else _like(first, t) for t in others]
 
 
-def _launch_global_rows_bwd_dq(q_g, k_g, v_g, do, dq_g, lse, delta, lay: _Layout) -> None:
-    _check_launch(q_g, k_g, v_g, do, dq_g, lse, delta)
-    batch, heads, length, head_dim = q_g.shape
-    c = lay.config
-    grid = (triton.cdiv(lay.max_global, c.block_m), batch * heads)
-    _global_rows_bwd_dq_kernel[grid](
-        q_g, k_g, v_g, do, dq_g, lse, delta, lay.kind, lay.gidx, lay.gcount,
-        heads, length, head_dim, lay.gidx.shape[1], lay.scale * LOG2E, lay.scale,
-        BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_D=c.block_d, PRECISION=lay.precision,
-        num_warps=c.num_warps, num_stages=c.num_stages)
+def _like(layout: Tensor, t: Tensor) -> Tensor:
+    """A copy of ``t`` with the strides of ``layout`` (same shape)."""
+    return torch.empty_like(layout, dtype=t.dtype).copy_(t)
 
 
 # --------------------------------------------------------------------------------------------
@@ -645,52 +786,96 @@ def _launch_global_rows_bwd_dq(q_g, k_g, v_g, do, dq_g, lse, delta, lay: _Layout
 class LongformerAttentionFunction(torch.autograd.Function):
     """out = Longformer attention of (q, k, v, q_g, k_g, v_g) under a prepared ``_Layout``.
 
-    q, k, v: (B, H, N, D); q_g, k_g, v_g: (B, H, N, D) or all None (no global token).
-    Saves the inputs, the output and the (B, H, N) fp32 lse; the backward recomputes P.
+    q, k, v: (B, H, N, D); q_g, k_g, v_g: (B, H, N, D), or all None. ``global_rows``: compute
+    the GLOBAL rows (needs q_g, k_g, v_g); else they are left zero and q_g, k_g, v_g unused.
+    Saves q, k, v, the output, the (B, H, N) fp32 lse, and q_g, k_g, v_g only when the global
+    rows are computed; the backward recomputes P and the dropout mask.
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, q_g, k_g, v_g, lay: _Layout):
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        has_global_inputs = q_g is not None
-        if has_global_inputs:
-            q_g, k_g, v_g = q_g.contiguous(), k_g.contiguous(), v_g.contiguous()
-        batch, heads, length, _ = q.shape
-        # every row of out and lse is written by exactly one kernel (see the module docstring)
-        out = torch.empty_like(q)
+    def forward(ctx, q, k, v, q_g, k_g, v_g, lay: _Layout, global_rows: bool):
+        q, k, v = _family(q, k, v)
+        batch, heads, length, head_dim = q.shape
+        do_global = global_rows and lay.max_global > 0
+        c = lay.config
+        out = torch.empty_like(q)  # q's strides: the caller's permute back is a view
         lse = torch.empty(batch, heads, length, dtype=torch.float32, device=q.device)
-        _launch_band_fwd(q, k, v, out, lse, lay)
-        if lay.max_global > 0:
-            _launch_global_rows_fwd(q_g, k_g, v_g, out, lse, lay)
+        _launch(_band_fwd_kernel, (triton.cdiv(lay.t_len, c.block_m), batch * heads),
+                (q, k, v, out, lse, lay.kind, lay.gidx, lay.gcount, lay.dil, *_strides(q),
+                 heads, length, head_dim, lay.gidx.stride(0), lay.window, lay.scale * LOG2E),
+                lay, CAUSAL=lay.causal, DROPOUT=lay.dropout is not None)
+        if do_global:
+            q_g, k_g, v_g = _family(q_g, k_g, v_g)
+            _launch(_global_rows_fwd_kernel, (triton.cdiv(lay.max_global, c.block_m), batch * heads),
+                    (q_g, k_g, v_g, out, lse, lay.kind, lay.gidx, lay.gcount, *_strides(q_g),
+                     *_strides(out), heads, length, head_dim, lay.gidx.stride(0),
+                     lay.scale * LOG2E),
+                    lay, DROPOUT=lay.dropout is not None)
+            ctx.save_for_backward(q, k, v, out, lse, q_g, k_g, v_g)
+        else:
+            ctx.save_for_backward(q, k, v, out, lse)
         ctx.lay = lay
-        ctx.has_global_inputs = has_global_inputs
-        ctx.save_for_backward(q, k, v, q_g, k_g, v_g, out, lse)
+        ctx.do_global = do_global
+        # q_g given but its rows not computed (global_rows=False), or no token global: their
+        # gradient is zero: None where the rows are skipped, zeros where rows were asked for
+        ctx.global_grad = "kernels" if do_global else ("zeros" if global_rows else "none")
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k, v, q_g, k_g, v_g, out, lse = ctx.saved_tensors
+        q, k, v, out, lse = ctx.saved_tensors[:5]
         lay: _Layout = ctx.lay
-        do = grad_out.to(q.dtype).contiguous()
+        batch, heads, length, head_dim = q.shape
+        c = lay.config
+        needs = ctx.needs_input_grad
+        drop = dict(DROPOUT=lay.dropout is not None)
+        do = grad_out.to(q.dtype)
+        if do.stride(-1) != 1 or not _same_layout(do, out):
+            do = _like(out, do)
         # delta_i = sum_j P_ij dP_ij = dO_i . O_i, in fp32 (one small reduction, left to torch)
-        delta = (do.float() * out.float()).sum(dim=-1).contiguous()
-        dq = torch.empty_like(q)
-        dk = torch.empty_like(k)
-        dv = torch.empty_like(v)
-        _launch_band_bwd_dq(q, k, v, do, dq, lse, delta, lay)
-        _launch_band_bwd_dkdv(q, k, v, do, dk, dv, lse, delta, lay)
-        dq_g = dk_g = dv_g = None
-        if ctx.has_global_inputs:
-            # zeros: q_g is only read at global rows; k_g, v_g only when some row is global
-            dq_g = torch.zeros_like(q_g)
-            dk_g = torch.zeros_like(k_g)
-            dv_g = torch.zeros_like(v_g)
-        if lay.max_global > 0:
-            _launch_cross_bwd_dkdv(q, k, v, do, dk, dv, lse, delta, lay, global_keys=True)
-            _launch_cross_bwd_dkdv(q_g, k_g, v_g, do, dk_g, dv_g, lse, delta, lay,
-                                   global_keys=False)
-            _launch_global_rows_bwd_dq(q_g, k_g, v_g, do, dq_g, lse, delta, lay)
-        return dq, dk, dv, dq_g, dk_g, dv_g, None
+        delta = torch.einsum("bhnd,bhnd->bhn", do.float(), out.float()).contiguous()
+        dq = dk = dv = dq_g = dk_g = dv_g = None
+        band_grid = (triton.cdiv(lay.t_len, c.block_m), batch * heads)
+        key_grid = (triton.cdiv(lay.t_len, c.block_n), batch * heads)
+        glob = (lay.kind, lay.gidx, lay.gcount)
+        dims = (heads, length, head_dim)
+        if needs[0]:
+            dq = torch.empty_like(q)
+            _launch(_band_bwd_dq_kernel, band_grid,
+                    (q, k, v, do, dq, lse, delta, *glob, lay.dil, *_strides(q), *dims,
+                     lay.gidx.stride(0), lay.window, lay.scale * LOG2E, lay.scale),
+                    lay, CAUSAL=lay.causal, **drop)
+        if needs[1] or needs[2]:
+            dk, dv = torch.empty_like(q), torch.empty_like(q)
+            _launch(_band_bwd_dkdv_kernel, key_grid,
+                    (q, k, v, do, dk, dv, lse, delta, lay.kind, lay.dil, *_strides(q), *dims,
+                     lay.window, lay.scale * LOG2E, lay.scale),
+                    lay, CAUSAL=lay.causal, **drop)
+            if lay.max_global > 0:  # dk, dv of the GLOBAL rows, from the local queries
+                _launch(_cross_bwd_dkdv_kernel,
+                        (triton.cdiv(lay.max_global, c.block_n), batch * heads),
+                        (q, k, v, do, dk, dv, lse, delta, *glob, *_strides(q), *_strides(do),
+                         *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
+                        lay, GLOBAL_KEYS=True, **drop)
+        if ctx.do_global:
+            q_g, k_g, v_g = ctx.saved_tensors[5:]
+            if needs[3]:
+                dq_g = torch.zeros_like(q_g)  # only GLOBAL rows are written
+                _launch(_global_rows_bwd_dq_kernel,
+                        (triton.cdiv(lay.max_global, c.block_m), batch * heads),
+                        (q_g, k_g, v_g, do, dq_g, lse, delta, *glob, *_strides(q_g),
+                         *_strides(do), *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
+                        lay, **drop)
+            if needs[4] or needs[5]:
+                dk_g, dv_g = torch.empty_like(q_g), torch.empty_like(q_g)
+                _launch(_cross_bwd_dkdv_kernel, (triton.cdiv(length, c.block_n), batch * heads),
+                        (q_g, k_g, v_g, do, dk_g, dv_g, lse, delta, *glob, *_strides(q_g),
+                         *_strides(do), *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
+                        lay, GLOBAL_KEYS=False, **drop)
+        elif ctx.global_grad == "zeros":  # global projections given, no token global
+            dq_g, dk_g, dv_g = (torch.zeros_like(q) if n else None for n in needs[3:6])
+        grads = (dq, dk, dv, dq_g, dk_g, dv_g)
+        return tuple(g if n else None for g, n in zip(grads, needs[:6])) + (None, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -706,16 +891,22 @@ def triton_longformer_attention(
     pattern: AttentionPattern,
     masks: AttentionMasks = AttentionMasks(),
     scale: Optional[float] = None,
+    global_rows: bool = True,
+    dropout: Optional[AttentionDropout] = None,
 ) -> Tensor:
     """Longformer attention with Triton kernels. Inputs (B, H, N, D); returns (B, H, N, D).
 
     Same signature and semantics as ``sliding_chunks_attention`` (see ``pattern.py``):
-    q_g, k_g, v_g may be None when no token is global; any N; fp16, bf16 or fp32 inputs with
-    fp32 softmax and accumulation; the output has the input dtype. Differentiable in all six
-    inputs. Tensors must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before
-    this module was imported.
+    q_g, k_g, v_g may be None when no token is global, or when ``global_rows`` is False: the
+    caller computes the global tokens' rows itself, and they come back zero here (no global-row
+    kernel runs, forward or backward). Any N; fp16, bf16 or fp32 inputs with fp32 softmax and
+    accumulation; the output has the input dtype and q's strides when q's last stride is 1.
+    ``dropout``: attention dropout (``dropout.py``), the same mask as every implementation.
+    Differentiable in all six inputs; inputs that need no gradient get none computed.
+    Tensors must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before this
+    module was imported.
     """
-    is_global = check_inputs(q, k, v, q_g, k_g, v_g, masks)
+    check_inputs(q, k, v, q_g, k_g, v_g, pattern, masks, need_global=global_rows)
     if q.dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"q, k, v must be one of {SUPPORTED_DTYPES}, got {q.dtype}")
     batch, heads, length, head_dim = q.shape
@@ -725,12 +916,12 @@ def triton_longformer_attention(
         raise ValueError(
             f"triton_longformer_attention needs CUDA tensors, got device {q.device}; on a CPU set "
             "TRITON_INTERPRET=1 before importing longformer_kernels (Triton's interpreter)")
-    pattern.dilation_per_head(heads)  # raises ValueError on a wrong number of dilations
     if batch * heads > 65535:
         raise ValueError(f"B * H must be <= 65535 (CUDA grid axis 1), got {batch * heads}")
-    out_shape = q.shape
     if length == 0 or batch == 0 or heads == 0:
-        return q.new_zeros(out_shape)
+        return q.new_zeros(q.shape)
     scale = default_scale(head_dim) if scale is None else float(scale)
-    lay = _build_layout(q, pattern, masks, is_global, scale)
-    return LongformerAttentionFunction.apply(q, k, v, q_g, k_g, v_g, lay)
+    if dropout is not None and dropout.p == 0.0:
+        dropout = None
+    lay = _build_layout(q, pattern, masks, scale, dropout)
+    return LongformerAttentionFunction.apply(q, k, v, q_g, k_g, v_g, lay, global_rows)

@@ -8,6 +8,7 @@ a global-attention mask.
 """
 import logging
 
+from torch import nn
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta import RobertaEncoder, RobertaModel
 from fairseq.models.roberta.model import base_architecture as roberta_base_architecture
@@ -20,6 +21,8 @@ from ..modules.attention_configs import attention_configs
 from ..modules.encoder import LongformerEncoder
 from ..modules.self_attention import LongformerSelfAttention
 from .freezing import apply_from_args as apply_freezing_from_args
+from .global_sharing import share_global_projections
+from .heads import LongformerSpanHead, upgrade_span_heads
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +79,9 @@ class LongformerModel(RobertaModel):
         parser.add_argument("--train-new-positions-only", type=int, metavar="N",
                             help="freeze every weight but the position embeddings past the first N "
                                  "(RoBERTa's positions, e.g. 512); see models/freezing.py")
+        parser.add_argument("--no-global-projections", action="store_true",
+                            help="global attention through the local Q, K, V instead of separate "
+                                 "Q_g, K_g, V_g (the paper's 'no linear proj.' ablation)")
 
     @classmethod
     def build_model(cls, args, task):
@@ -89,17 +95,35 @@ class LongformerModel(RobertaModel):
         encoder = LongformerRobertaEncoder(args, task.source_dictionary)
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, True)
-        return apply_freezing_from_args(cls(args, encoder), args)
+        model = cls(args, encoder)
+        if bool(safe_getattr(args, "no_global_projections", False)):
+            share_global_projections(model)
+        return apply_freezing_from_args(model, args)
 
     def __init__(self, args, encoder):
         super().__init__(args, encoder)  # applies BERT's random init to every Linear
         for module in self.modules():
             if isinstance(module, LongformerSelfAttention):
                 copy_local_to_global(module)
+        self.span_heads = nn.ModuleDict()  # extractive-QA heads (models/heads.py)
+
+    def register_span_head(self, name: str) -> None:
+        """Add (or keep) the start/end span head ``name`` (task longformer_qa)."""
+        if name not in self.span_heads:
+            self.span_heads[name] = LongformerSpanHead(self.args.encoder_embed_dim)
+
+    def forward(self, src_tokens, features_only=False, return_all_hiddens=False,
+                classification_head_name=None, span_head_name=None, **kwargs):
+        """RoBERTa's forward; ``span_head_name`` returns that span head's (B, N, 2) logits."""
+        if span_head_name is None:
+            return super().forward(src_tokens, features_only, return_all_hiddens, classification_head_name, **kwargs)
+        x, extra = self.encoder(src_tokens, True, return_all_hiddens, **kwargs)
+        return self.span_heads[span_head_name](x), extra
 
     def upgrade_state_dict_named(self, state_dict, name):
         """A RoBERTa state dict has no global projections: start them as copies of Q, K, V."""
         super().upgrade_state_dict_named(state_dict, name)
+        upgrade_span_heads(self.span_heads, state_dict, name + "." if name else "")
         if bool(safe_getattr(self.args, "attention_causal", False)):
             return  # a causal model has no global projections
         prefix = name + "." if name else ""

@@ -1,0 +1,99 @@
+"""Task ``longformer_classification``: long-document classification (the paper's IMDB and
+Hyperpartisan setting).
+
+Input ``<s> document </s>``, the document truncated to ``--max-positions`` - 2 tokens; global
+attention on ``<s>`` (``--global-attention task``, the paper's choice) or none; RoBERTa's
+classification head on the ``<s>`` features. Data: ``longformer-prepare-task classification``
+(fairseq ``sentence_prediction``'s layout: ``input0/`` tokens, ``label/`` labels).
+"""
+import logging
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from fairseq.data import Dictionary
+from fairseq.tasks import register_task
+
+from .finetune_base import (
+    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, first_tokens_global, load_split,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LongformerClassificationConfig(LongformerFinetuneConfig):
+    classification_head_name: str = field(default="sentence_classification_head",
+                                          metadata={"help": "name of the classification head"})
+
+
+class ClassificationDataset(ExampleDataset):
+    """Items ``<s> tokens </s>`` (truncated to ``max_positions``) and their label index."""
+
+    def __init__(self, tokens, labels: np.ndarray, dictionary: Dictionary, max_positions: int,
+                 global_attention: bool, multiple: int, shuffle: bool, seed: int):
+        # stored items end with </s>: <s> + body + </s> is the stored size + 1
+        super().__init__(np.minimum(tokens.sizes + 1, max_positions), shuffle, seed)
+        self.tokens, self.labels, self.dictionary = tokens, labels, dictionary
+        self.max_positions, self.global_attention, self.multiple = max_positions, global_attention, multiple
+
+    def __getitem__(self, index):
+        body = self.tokens[index][:-1][: self.max_positions - 2]
+        source = torch.cat([body.new_tensor([self.dictionary.bos()]), body, body.new_tensor([self.dictionary.eos()])])
+        return {"id": index, "source": source, "target": int(self.labels[index])}
+
+    def collater(self, samples):
+        if not samples:
+            return {}
+        sources = [s["source"] for s in samples]
+        masks = [first_tokens_global(len(s), 1) for s in sources] if self.global_attention else None
+        return {
+            "id": torch.tensor([s["id"] for s in samples]),
+            "net_input": collate_inputs(sources, masks, self.dictionary.pad(), self.multiple),
+            "target": torch.tensor([s["target"] for s in samples]),
+            "nsentences": len(samples),
+            "ntokens": sum(len(s) for s in sources),
+        }
+
+
+@register_task("longformer_classification", dataclass=LongformerClassificationConfig)
+class LongformerClassificationTask(LongformerFinetuneTask):
+    cfg: LongformerClassificationConfig
+
+    def __init__(self, cfg, dictionary: Dictionary, label_dictionary: Dictionary):
+        super().__init__(cfg, dictionary)
+        self.label_dictionary = label_dictionary
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        dictionary = cls.load_token_dictionary(os.path.join(cfg.data, "input0", "dict.txt"))
+        label_dictionary = Dictionary.load(os.path.join(cfg.data, "label", "dict.txt"))
+        logger.info(f"dictionary: {len(dictionary)} types, {cls.num_labels(label_dictionary)} classes")
+        return cls(cfg, dictionary, label_dictionary)
+
+    @staticmethod
+    def num_labels(label_dictionary: Dictionary) -> int:
+        return len(label_dictionary) - label_dictionary.nspecial
+
+    @property
+    def num_classes(self) -> int:
+        return self.num_labels(self.label_dictionary)
+
+    def label_names(self):
+        return self.label_dictionary.symbols[self.label_dictionary.nspecial:]
+
+    def load_dataset(self, split, combine=False, **kwargs):
+        tokens = load_split(os.path.join(self.cfg.data, "input0", split), self.dictionary)
+        labels_ds = load_split(os.path.join(self.cfg.data, "label", split), self.label_dictionary)
+        labels = np.array([int(labels_ds[i][0]) - self.label_dictionary.nspecial for i in range(len(labels_ds))])
+        if len(labels) != len(tokens) or labels.min(initial=0) < 0:
+            raise ValueError(f"{split}: {len(tokens)} documents but {len(labels)} labels (or a special label)")
+        self.datasets[split] = ClassificationDataset(
+            tokens, labels, self.dictionary, self.cfg.max_positions, self.cfg.global_attention == "task",
+            self.cfg.pad_to_multiple, shuffle=split == "train", seed=self.cfg.seed)
+        logger.info(f"{split}: {len(labels)} documents")
+        return self.datasets[split]
+
+    def add_head(self, model) -> None:
+        model.register_classification_head(self.cfg.classification_head_name, num_classes=self.num_classes)

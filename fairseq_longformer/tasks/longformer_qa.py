@@ -1,0 +1,153 @@
+"""Task ``longformer_qa``: extractive question answering over long contexts (the paper's
+TriviaQA setting).
+
+Input ``<s> question </s></s> context </s>``; global attention on ``<s>`` and the question tokens
+(``--global-attention task``: every position before the first ``</s>``, which is also what
+transformers' ``LongformerForQuestionAnswering`` uses when given no mask) or none. A context
+longer than the model is split into overlapping windows: each window holds the question and
+``--max-positions`` - (question + 4) context tokens, consecutive windows start ``--doc-stride``
+context tokens apart (at most a window's context length: no token is skipped). One dataset item
+is one example with all its windows, so every batch holds whole examples and the predictions of
+an example's windows can be combined (the best start + end log-probability over all windows).
+
+Targets: every occurrence of an answer inside a window (``longformer-prepare-task qa`` lists them
+all); a window without one points at ``<s>``. Data: ``{split}.question/.context`` binaries and
+``{split}.qa.jsonl`` (answer texts, spans, the context's character offsets per token).
+"""
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import List
+
+import numpy as np
+import torch
+from fairseq.data import Dictionary
+from fairseq.tasks import register_task
+
+from .finetune_base import (
+    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, first_tokens_global, load_split,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LongformerQAConfig(LongformerFinetuneConfig):
+    doc_stride: int = field(default=1024, metadata={"help": "context tokens between the starts of two windows of "
+                                                            "one example (at most a window's context length)"})
+    max_question_tokens: int = field(default=64, metadata={"help": "questions are cut to this many tokens"})
+    max_answer_tokens: int = field(default=30, metadata={"help": "longest predicted answer, in tokens"})
+    span_head_name: str = field(default="qa", metadata={"help": "name of the span (start/end) head"})
+
+
+def window_starts(context_len: int, window: int, stride: int) -> List[int]:
+    """Start offsets of the windows of ``window`` tokens covering ``context_len`` tokens."""
+    stride = max(1, min(stride, window))
+    starts = [0]
+    while starts[-1] + window < context_len:
+        starts.append(starts[-1] + stride)
+    return starts
+
+
+class QADataset(ExampleDataset):
+    def __init__(self, questions, contexts, records: List[dict], dictionary: Dictionary, cfg: LongformerQAConfig,
+                 shuffle: bool):
+        self.questions, self.contexts, self.records, self.dictionary = questions, contexts, records, dictionary
+        self.cfg = cfg
+        q_lens = np.minimum(questions.sizes, cfg.max_question_tokens)
+        prefix = q_lens + 3  # <s> question </s></s>
+        self.window = cfg.max_positions - prefix - 1  # context tokens per window (then </s>)
+        if (self.window < 1).any():
+            raise ValueError(f"--max-positions {cfg.max_positions} leaves no room for the context after a question "
+                             f"of {int(q_lens.max())} tokens: lower --max-question-tokens")
+        sizes = [sum(int(prefix[i]) + min(int(self.window[i]), int(contexts.sizes[i]) - s) + 1
+                     for s in window_starts(int(contexts.sizes[i]), int(self.window[i]), cfg.doc_stride))
+                 for i in range(len(records))]
+        super().__init__(np.array(sizes), shuffle, cfg.seed)
+
+    def __getitem__(self, index):
+        d = self.dictionary
+        question = self.questions[index][: self.cfg.max_question_tokens]
+        context = self.contexts[index]
+        head = torch.cat([question.new_tensor([d.bos()]), question, question.new_tensor([d.eos(), d.eos()])])
+        window = int(self.window[index])
+        windows, offsets = [], []
+        for start in window_starts(len(context), window, self.cfg.doc_stride):
+            windows.append(torch.cat([head, context[start:start + window], head.new_tensor([d.eos()])]))
+            offsets.append(start)
+        return {"id": index, "windows": windows, "offsets": offsets, "prefix": len(head),
+                "question_len": len(question), "record": self.records[index]}
+
+    def collater(self, samples):
+        if not samples:
+            return {}
+        sources, globals_, example, prefix, offset, length = [], [], [], [], [], []
+        for b, s in enumerate(samples):
+            for w, off in zip(s["windows"], s["offsets"]):
+                sources.append(w)
+                globals_.append(first_tokens_global(len(w), 1 + s["question_len"]))  # <s> + question
+                example.append(b)
+                prefix.append(s["prefix"])
+                offset.append(off)
+                length.append(len(w) - s["prefix"] - 1)
+        net_input = collate_inputs(sources, globals_ if self.cfg.global_attention == "task" else None,
+                                   self.dictionary.pad(), self.cfg.pad_to_multiple)
+        shape = net_input["src_tokens"].shape
+        start_gold, end_gold = torch.zeros(shape, dtype=torch.bool), torch.zeros(shape, dtype=torch.bool)
+        for row in range(len(sources)):
+            spans = samples[example[row]]["record"]["spans"]
+            for first, last in spans:
+                if offset[row] <= first and last < offset[row] + length[row]:
+                    start_gold[row, prefix[row] + first - offset[row]] = True
+                    end_gold[row, prefix[row] + last - offset[row]] = True
+            if not start_gold[row].any():  # no answer in this window: point at <s>
+                start_gold[row, 0] = end_gold[row, 0] = True
+        return {
+            "id": torch.tensor([s["id"] for s in samples]),
+            "net_input": net_input,
+            "start_gold": start_gold,
+            "end_gold": end_gold,
+            "window_example": torch.tensor(example),
+            "window_prefix": torch.tensor(prefix),
+            "window_offset": torch.tensor(offset),
+            "window_length": torch.tensor(length),
+            "records": [s["record"] for s in samples],
+            "nsentences": len(samples),
+            "ntokens": sum(len(w) for w in sources),
+        }
+
+
+@register_task("longformer_qa", dataclass=LongformerQAConfig)
+class LongformerQATask(LongformerFinetuneTask):
+    cfg: LongformerQAConfig
+
+    def __init__(self, cfg, dictionary: Dictionary):
+        super().__init__(cfg, dictionary)
+        if cfg.doc_stride < 1 or cfg.max_answer_tokens < 1 or cfg.max_question_tokens < 1:
+            raise ValueError("--doc-stride, --max-answer-tokens and --max-question-tokens must be >= 1")
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        dictionary = cls.load_token_dictionary(os.path.join(cfg.data, "dict.txt"))
+        return cls(cfg, dictionary)
+
+    def load_dataset(self, split, combine=False, **kwargs):
+        prefix = os.path.join(self.cfg.data, split)
+        questions = load_split(prefix + ".question", self.dictionary)
+        contexts = load_split(prefix + ".context", self.dictionary)
+        with open(prefix + ".qa.jsonl", encoding="utf-8") as f:
+            records = [json.loads(line) for line in f]
+        if not len(questions) == len(contexts) == len(records):
+            raise ValueError(f"{split}: {len(questions)} questions, {len(contexts)} contexts, {len(records)} records")
+        self.datasets[split] = QADataset(questions, contexts, records, self.dictionary, self.cfg,
+                                         shuffle=split == "train")
+        logger.info(f"{split}: {len(records)} examples")
+        return self.datasets[split]
+
+    def add_head(self, model) -> None:
+        model.register_span_head(self.cfg.span_head_name)
+
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        """Nothing to filter: an example's size counts all its windows, and each window fits."""
+        return indices

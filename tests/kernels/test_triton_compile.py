@@ -1,0 +1,93 @@
+"""The Triton kernels build for real GPUs, with the tiles GPUs use: checked on a CPU.
+
+``scripts/triton_compile_table.py`` compiles every configuration the launchers can choose
+(``launch_configurations()``: 6 kernels x fp16 / bf16 / fp32 x BLOCK_D 16..256 x their causal /
+dropout / global-keys flags, with ``block_config``'s GPU tiles) for sm_80, sm_86, sm_89 and sm_90,
+down to PTX and a cubin (Triton's ptxas), in a process of its own (the kernel module must be
+imported without TRITON_INTERPRET). This test fails if any compile fails or needs more shared
+memory per block than the target allows; register spills are printed, not judged.
+
+Cost: about 1,200 compiles of 1-10 s each, i.e. tens of minutes cold on 2 cores. Results are
+cached by Triton version, kernel source hash (the kernel and everything it calls), configuration
+and target (``LONGFORMER_COMPILE_CACHE``, default ~/.cache/longformer_kernels/), so a run
+recompiles only what changed; a warm run takes seconds. The results of the kernels as committed
+are kept in tests/kernels/triton_compile_results.json (``--write-seed``), so a checkout with
+unchanged device code passes without compiling. ``LONGFORMER_COMPILE_KERNELS=band_fwd_kernel,...``
+checks only those kernels (quicker while editing one).
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "triton_compile_table.py"
+
+
+def test_every_launch_configuration_builds_for_gpus(tmp_path):
+    out = tmp_path / "records.json"
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    command = [sys.executable, str(SCRIPT), "--json", str(out), "--jobs", "2", "--quiet"]
+    cache = os.environ.get("LONGFORMER_COMPILE_CACHE")
+    if cache is not None:
+        command += ["--cache", cache]
+    subset = [k for k in os.environ.get("LONGFORMER_COMPILE_KERNELS", "").split(",") if k]
+    if subset:
+        command += ["--kernels", ",".join(subset)]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, cwd=REPO)
+    print(run.stdout)  # the table: shared memory and spills per kernel and target
+    records = json.loads(out.read_text()) if out.exists() else []
+    assert records, f"the compile script produced no records:\n{run.stderr[-5000:]}"
+
+    failures = [f"sm_{r['cap']} {r['name']}: {r['error']}" for r in records if r["error"]]
+    overflows = [f"sm_{r['cap']} {r['name']}: {r['shared']} B shared > {r['limit']} B"
+                 for r in records if not r["error"] and r["shared"] > r["limit"]]
+    spills = sorted(((r["spill_stores"], r["cap"], r["name"]) for r in records
+                     if not r["error"] and r["spill_stores"]), reverse=True)
+    print(f"{len(records)} compiles; {len(spills)} of them spill registers, the most:")
+    for stores, cap, name in spills[:15]:
+        print(f"  sm_{cap} {name}: {stores} bytes of spill stores")
+    assert not failures, "kernels that do not compile:\n" + "\n".join(failures[:20])
+    assert not overflows, "kernels beyond the target's shared memory:\n" + "\n".join(overflows[:20])
+
+    from longformer_kernels.triton_attention import launch_configurations
+
+    expected = 4 * sum(1 for c in launch_configurations()
+                       if not subset or c.kernel.strip("_") in subset)
+    assert len(records) == expected, f"{len(records)} records, expected {expected} (4 targets)"
+    assert run.returncode == 0, run.stderr[-5000:]
+
+
+# Compiled from nothing on every run, whatever the caches hold: per kernel, the most common GPU
+# case (fp16, D = 64, every flag on) for sm_80, and the largest fp32 tile row (D = 128) for
+# sm_90, so CI itself proves the compiler still accepts each kernel.
+COLD_SAMPLE = """
+import json, sys, tempfile
+sys.path.insert(0, {scripts!r})
+import torch, triton_compile_table as t
+from longformer_kernels.triton_attention import launch_configurations
+configs = launch_configurations()
+picks = []
+for kernel in sorted({{c.kernel for c in configs}}):
+    for dtype, block_d, cap in ((torch.float16, 64, 80), (torch.float32, 128, 90)):
+        index = next(i for i, c in enumerate(configs) if c.kernel == kernel and c.dtype == dtype
+                     and c.block.block_d == block_d and all(v for _, v in c.flags))
+        picks.append((index, cap))
+with tempfile.TemporaryDirectory() as cache:
+    t._worker_init(cache)
+    print(json.dumps([t.compile_one(i, cap) for i, cap in picks]))
+"""
+
+
+def test_a_sample_compiles_from_nothing():
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    run = subprocess.run([sys.executable, "-c", COLD_SAMPLE.format(scripts=str(REPO / "scripts"))],
+                         env=env, capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-5000:]
+    records = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(records) == 12
+    for r in records:
+        assert r["error"] is None, f"sm_{r['cap']} {r['name']}: {r['error']}"
+        assert 0 < r["shared"] <= r["limit"], r
+        print(f"sm_{r['cap']} {r['name']}: {r['shared']} B shared, {r['spill_stores']} B spilled, {r['seconds']} s")
