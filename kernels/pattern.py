@@ -1,6 +1,6 @@
 """The Longformer attention pattern, defined once for every implementation.
 
-Shape legend (used by every file in this package and in ``kernels/``):
+Shape legend (used by every file of the attention core, ``kernels/``):
     B  batch size            H  attention heads
     N  sequence length       D  head dimension
     G  global tokens in the row with the most of them
