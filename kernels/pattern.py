@@ -71,8 +71,8 @@ class AttentionMasks:
     global_index: (B, G) long, each row's global positions in ascending order, then zeros.
     global_count: (B,) long, the number of global tokens of each row.
     global_slot_used: (B, G) bool, slot g of row b holds a global token (g < count).
-    global_rows, global_slots: (K,) long, the batch row and slot of each of the K global tokens
-        (so their positions are global_index[global_rows, global_slots]).
+    global_rows, global_slots, global_positions: (K,) long, the batch row, slot and position of
+        each of the K global tokens (global_positions = global_index[global_rows, global_slots]).
     max_global: G, the largest count (a Python int).
     """
 
@@ -83,6 +83,7 @@ class AttentionMasks:
     global_slot_used: Optional[Tensor] = field(default=None, init=False, repr=False)
     global_rows: Optional[Tensor] = field(default=None, init=False, repr=False)
     global_slots: Optional[Tensor] = field(default=None, init=False, repr=False)
+    global_positions: Optional[Tensor] = field(default=None, init=False, repr=False)
     max_global: int = field(default=0, init=False)
     shape: Optional[Tuple[int, ...]] = field(default=None, init=False, repr=False)  # of the raw masks
 
@@ -111,7 +112,7 @@ class AttentionMasks:
                 rows, slots = slot_used.nonzero(as_tuple=True)
                 derived = dict(global_index=order.masked_fill(~slot_used, 0), global_count=counts,
                                global_slot_used=slot_used, global_rows=rows, global_slots=slots,
-                               max_global=most)
+                               global_positions=order[rows, slots], max_global=most)
                 for name, value in derived.items():
                     object.__setattr__(self, name, value)
         object.__setattr__(self, "padding", padding)

@@ -357,7 +357,7 @@ def sliding_chunks_attention(q: Tensor, k: Tensor, v: Tensor,
         global_out = torch.matmul(probs, v_g.to(compute))  # (B, H, G, D)
         # their rows replace the band's: one out-of-place index_put (a single copy of out)
         rows, slots = masks.global_rows, masks.global_slots
-        out = out.transpose(1, 2).index_put((rows, index[rows, slots]), global_out[rows, :, slots])
+        out = out.transpose(1, 2).index_put((rows, masks.global_positions), global_out[rows, :, slots])
         out = out.transpose(1, 2)
 
     if padding is not None:

@@ -134,8 +134,7 @@ class LongformerSelfAttention(nn.Module):
         """
         heads, head_dim, most = self.num_heads, self.head_dim, masks.max_global
         batch = x.shape[1]
-        rows, slots = masks.global_rows, masks.global_slots  # by batch row, then position
-        positions = masks.global_index[rows, slots]
+        rows, slots, positions = masks.global_rows, masks.global_slots, masks.global_positions
         # (B, G, H, D) scaled global queries; empty slots (rows with fewer global tokens) stay 0
         q_rows = self.q_global_proj(x[positions, rows]) * default_scale(head_dim)
         queries = q_rows.new_zeros(batch, most, heads, head_dim)
@@ -207,8 +206,7 @@ class LongformerSelfAttention(nn.Module):
         out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
         if masks.is_global is not None:
             values = self._global_rows(x, masks, dropout)
-            positions = masks.global_index[masks.global_rows, masks.global_slots]
-            out = out.index_put((positions, masks.global_rows), values)
+            out = out.index_put((masks.global_positions, masks.global_rows), values)
         return out
 
     def forward(
