@@ -35,6 +35,7 @@ longformer-preprocess --books data/kjv --train-sentencepiece 8000 --valid-docs 3
   --destdir "$DATA" --workers 2
 
 export OMP_NUM_THREADS="$THREADS"
+mkdir -p "$SAVE_DIR"
 start=$SECONDS
 fairseq-train "$DATA" \
   --user-dir fairseq_longformer \
@@ -48,9 +49,10 @@ fairseq-train "$DATA" \
   --batch-size 2 --update-freq 1 --max-update "$MAX_UPDATE" \
   --validate-interval-updates 50 --save-interval-updates "$SAVE_INTERVAL_UPDATES" \
   --keep-interval-updates 1 --no-epoch-checkpoints \
-  --save-dir "$SAVE_DIR" --log-interval 10 --seed 1 --cpu --num-workers 0 \
-  "$@"
+  --save-dir "$SAVE_DIR" --log-format simple --log-interval 10 \
+  --seed 1 --cpu --num-workers 0 \
+  "$@" 2>&1 | tee -a "$SAVE_DIR/train.log"  # fairseq's --log-file keeps only fairseq_cli's own lines
+train_seconds=$((SECONDS - start))
 
-echo
-echo "[quickstart] training took $((SECONDS - start)) s"
-echo "[quickstart] checkpoints: $SAVE_DIR/checkpoint_last.pt (last), $SAVE_DIR/checkpoint_best.pt (best valid BPC)"
+# The summary against the valid set's unigram baseline, $SAVE_DIR/bpc.png, and the fill-mask demo
+longformer-report --data "$DATA" --save-dir "$SAVE_DIR" --train-seconds "$train_seconds"

@@ -1,5 +1,6 @@
-"""The README's main job (recipes/quickstart.sh), shortened: BPC falls, and a run killed with
-SIGKILL resumes from its last checkpoint at the same update when the same command is re-run."""
+"""The README's main job (recipes/quickstart.sh), shortened: BPC falls, a run killed with
+SIGKILL resumes from its last checkpoint at the same update when the same command is re-run, and
+the job ends with its summary, plot and fill-mask demo."""
 import json
 import os
 import signal
@@ -54,3 +55,9 @@ def test_main_job_learns_and_resumes_after_sigkill(tmp_path):
     bpc = [float(v["valid_bpc"]) for v in valid]
     assert len(bpc) >= 3 and bpc[-1] < bpc[0] - 0.5, bpc
     assert "checkpoint_last.pt" in log
+    # the end of the job: summary against the unigram baseline, the plot, the fill-mask demo
+    assert "unigram baselines (bits per token)" in log and f"-> {bpc[-1]:.3f} at update 12" in log, log[-3000:]
+    png = tmp_path / "checkpoints" / "quickstart" / "bpc.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    answers = [line for line in log.splitlines() if line.strip().startswith("answer:")]
+    assert len(answers) == 4 and all("model:" in line for line in answers), log[-3000:]
