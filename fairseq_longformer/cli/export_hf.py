@@ -1,6 +1,9 @@
 """``longformer-export-hf CHECKPOINT OUTDIR``: a fairseq Longformer checkpoint -> a Hugging Face
 folder (config.json, model.safetensors, fairseq_dict.txt, tokenizer files when a tokenizer is
-given) that ``transformers.LongformerForMaskedLM.from_pretrained(OUTDIR)`` loads offline.
+given) that ``transformers.LongformerForMaskedLM.from_pretrained(OUTDIR)`` loads offline. A
+fine-tuned checkpoint exports its head: ``LongformerForSequenceClassification`` (task
+longformer_classification, labels from its label/dict.txt) or ``LongformerForQuestionAnswering``
+(longformer_qa); ``--head-name`` picks one when the checkpoint holds several.
 
 The window is converted to HF's two-sided convention (2w per layer). Settings HF cannot represent
 (dilation, causal attention, ...) stop the export with an error naming them; nothing is written
@@ -18,12 +21,19 @@ from . import folder_parser
 def build_parser() -> argparse.ArgumentParser:
     parser = folder_parser(
         "longformer-export-hf",
-        "Export a fairseq Longformer checkpoint to a Hugging Face LongformerForMaskedLM folder.",
+        "Export a fairseq Longformer checkpoint to a Hugging Face folder (LongformerForMaskedLM, or the "
+        "fine-tuned head: LongformerForSequenceClassification / LongformerForQuestionAnswering).",
         "checkpoint", "fairseq checkpoint (.pt), or a folder holding model.pt",
     )
     parser.add_argument("--dict", dest="dict_path", metavar="DICT_TXT",
                         help="the dict.txt the model was trained with (default: next to the checkpoint, "
                              "else in the checkpoint's data folder)")
+    parser.add_argument("--label-dict", dest="label_dict_path", metavar="DICT_TXT",
+                        help="classification: the label/dict.txt the model was trained with (default: "
+                             "label/dict.txt next to the checkpoint, else in its data folder)")
+    parser.add_argument("--head-name", metavar="NAME",
+                        help="the head to export when the checkpoint holds several (a classification head's "
+                             "--classification-head-name or a QA head's --span-head-name); default: the only one")
     tok = parser.add_argument_group("tokenizer (optional; the one the fairseq data was made with)")
     tok.add_argument("--gpt2-encoder-json", metavar="FILE", help="GPT-2 BPE encoder.json (RoBERTa's BPE)")
     tok.add_argument("--gpt2-vocab-bpe", metavar="FILE", help="GPT-2 BPE vocab.bpe (merges)")
@@ -38,11 +48,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     tokenizer = TokenizerFiles(args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model)
     try:
-        result = export_checkpoint(args.checkpoint, args.outdir, args.dict_path, tokenizer, args.overwrite)
+        result = export_checkpoint(args.checkpoint, args.outdir, args.dict_path, tokenizer, args.overwrite,
+                                   args.head_name, args.label_dict_path)
     except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
         print(f"longformer-export-hf: error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {result.out_dir} (attention_window {result.config['attention_window']}, "
+    print(f"wrote {result.out_dir} ({result.config['architectures'][0]}, "
+          f"attention_window {result.config['attention_window']}, "
           f"tokenizer: {result.tokenizer or 'none'})")
     return 0
 

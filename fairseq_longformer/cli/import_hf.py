@@ -1,6 +1,8 @@
 """``longformer-import-hf HF_DIR OUTDIR``: a Hugging Face Longformer or RoBERTa masked-LM folder ->
 a fairseq checkpoint (OUTDIR/model.pt, with the cfg fairseq's checkpoint_utils and
-``fairseq-train --restore-file`` read) and OUTDIR/dict.txt, with fairseq ids == HF ids.
+``fairseq-train --restore-file`` read) and OUTDIR/dict.txt, with fairseq ids == HF ids. A
+sequence-classification or question-answering folder becomes a checkpoint of task
+longformer_classification (OUTDIR/input0/dict.txt, OUTDIR/label/dict.txt) or longformer_qa.
 
 A RoBERTa gets its positions extended to --max-positions (default 4096, rows tiled as in the
 paper) and global projections copied from Q, K, V. A Longformer keeps its window (HF's two-sided
@@ -17,7 +19,8 @@ from . import folder_parser
 def build_parser() -> argparse.ArgumentParser:
     parser = folder_parser(
         "longformer-import-hf",
-        "Import a Hugging Face Longformer/RoBERTa masked LM as a fairseq Longformer checkpoint.",
+        "Import a Hugging Face Longformer/RoBERTa (masked LM, sequence classification or question answering) "
+        "as a fairseq Longformer checkpoint.",
         "hf_dir", "Hugging Face model folder (config.json + model.safetensors)",
     )
     parser.add_argument("--max-positions", type=int, metavar="N",
@@ -26,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--attention-window", metavar="W",
                         help="RoBERTa only: ONE-sided window w, one value or one per layer (default 256, "
                              "HF's 512)")
+    parser.add_argument("--head-name", metavar="NAME",
+                        help="fairseq name of the imported classification / QA head (default: the task's, "
+                             "sentence_classification_head / qa)")
     return parser
 
 
@@ -36,7 +42,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..conversion.restore import continue_command
 
     try:
-        result = import_hf(args.hf_dir, args.outdir, args.max_positions, args.attention_window, args.overwrite)
+        result = import_hf(args.hf_dir, args.outdir, args.max_positions, args.attention_window, args.overwrite,
+                           args.head_name)
     except (ValueError, FileNotFoundError, FileExistsError) as error:
         print(f"longformer-import-hf: error: {error}", file=sys.stderr)
         return 2

@@ -1,6 +1,9 @@
 """Export (``longformer-export-hf``): a fairseq Longformer checkpoint -> a Hugging Face
 ``LongformerForMaskedLM`` folder (``config.json``, ``model.safetensors``, ``fairseq_dict.txt`` and,
-when a tokenizer is given, the tokenizer files), which ``from_pretrained`` loads offline.
+when a tokenizer is given, the tokenizer files), which ``from_pretrained`` loads offline. A
+fine-tuned checkpoint exports its task head instead of the LM head:
+``LongformerForSequenceClassification`` (labels from the task's label dictionary) or
+``LongformerForQuestionAnswering`` (``hf_heads``).
 
 Every check runs on the built model before anything is written (``inspect_model`` names each
 setting HF cannot represent); the folder is assembled next to the output and renamed into place
@@ -19,9 +22,13 @@ import torch
 from torch import Tensor
 
 from ..atomic import check_output_dir, staged_folder
+from .hf_heads import (
+    checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_config, head_outputs,
+    head_problems, head_warnings, keep_only_head, model_heads, task_labels,
+)
 from .hf_keymap import (
-    DICT_COPY, FAIRSEQ_LAYERNORM_EPS, FAIRSEQ_TIED_HEAD, FAIRSEQ_TOKENS, HF_DECODER_BIAS, HF_TOKEN_TYPE,
-    WEIGHTS_NAME, check_shapes, key_map, reverse_key_map, shape_of,
+    DICT_COPY, FAIRSEQ_LAYERNORM_EPS, FAIRSEQ_TIED_HEAD, FAIRSEQ_TOKENS, HEAD_MODULES, HF_ARCHITECTURES,
+    HF_DECODER_BIAS, HF_TOKEN_TYPE, WEIGHTS_NAME, HeadRef, check_shapes, key_map, reverse_key_map, shape_of,
 )
 from .hf_tokenizer import TokenizerFiles, build_tokenizer
 
@@ -44,6 +51,8 @@ class ExportLayout:
     dropout: float
     attention_dropout: float
     tied: bool
+    head: Optional[HeadRef] = None  # the task head exported; None: the LM head (a masked LM)
+    outputs: int = 0  # L: the task head's outputs
     warnings: List[str] = field(default_factory=list)
 
     @property
@@ -51,7 +60,17 @@ class ExportLayout:
         return self.position_rows - self.padding_idx - 1
 
     def dims(self) -> Dict[str, int]:
-        return {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows}
+        return {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows, "L": self.outputs}
+
+    def hf_shapes(self) -> Dict[str, Tuple[int, ...]]:
+        """HF key -> shape of every tensor the export writes."""
+        dims = self.dims()
+        shapes = {hf: shape_of(spec, dims) for hf, (_, spec) in
+                  reverse_key_map(self.num_layers, "longformer", True, self.tied, self.head).items()}
+        shapes[HF_TOKEN_TYPE.format(base="longformer")] = (1, self.hidden)
+        if self.head is None:
+            shapes[HF_DECODER_BIAS] = (self.vocab,)
+        return shapes
 
 
 def _is_exact_gelu(fn) -> bool:
@@ -64,9 +83,10 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", repr(fn))
 
 
-def inspect_model(model, dictionary) -> ExportLayout:
-    """Read the exportable layout of a built fairseq Longformer; raise ValueError naming every
-    setting HF's LongformerForMaskedLM cannot represent (and why), before anything is written."""
+def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLayout:
+    """Read the exportable layout of a built fairseq Longformer with ``head`` (None: its LM head);
+    raise ValueError naming every setting the HF class cannot represent (and why), before anything
+    is written."""
     from fairseq.modules import LearnedPositionalEmbedding
 
     from ..models.longformer import LongformerModel
@@ -123,9 +143,12 @@ def inspect_model(model, dictionary) -> ExportLayout:
                         "positions only (--encoder-learned-pos)")
     if encoder.quant_noise is not None or getattr(layers[0] if layers else None, "quant_noise", 0):
         problems.append("--quant-noise-pq: quantization noise has no HF equivalent")
-    head = model.encoder.lm_head
-    if not _is_exact_gelu(head.activation_fn):
-        problems.append(f"--activation-fn: the LM head uses {_name(head.activation_fn)}; HF's Longformer LM head "
+    lm_head = model.encoder.lm_head
+    hidden = encoder.embed_tokens.weight.shape[1]
+    if head is not None:
+        problems += head_problems(model, head, hidden)
+    elif not _is_exact_gelu(lm_head.activation_fn):
+        problems.append(f"--activation-fn: the LM head uses {_name(lm_head.activation_fn)}; HF's Longformer LM head "
                         "hard-codes exact GELU")
     norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
     eps = sorted({float(m.eps) for m in norms})
@@ -140,13 +163,16 @@ def inspect_model(model, dictionary) -> ExportLayout:
         problems.append(f"the position table's padding_idx {position_pad} is not the "
                         f"dictionary's <pad> {dictionary.pad()}: HF derives position ids from pad_token_id")
     if problems:
-        raise ValueError("cannot export to Hugging Face LongformerForMaskedLM, nothing was written:\n  - "
-                         + "\n  - ".join(problems))
+        raise ValueError(f"cannot export to Hugging Face {HF_ARCHITECTURES[head and head.kind]}, nothing was "
+                         "written:\n  - " + "\n  - ".join(problems))
 
     warnings = []
-    if getattr(model, "classification_heads", None):
-        warnings.append(f"classification heads {sorted(model.classification_heads)} are not exported "
-                        "(LongformerForMaskedLM has the MLM head only)")
+    others = [h for h in model_heads(model) if h != head]
+    if others:
+        warnings.append(f"heads {[h.name for h in others]} are not exported (a Hugging Face model carries one head)")
+    dropout = float(layers[0].dropout_module.p)
+    if head is not None:
+        warnings += head_warnings(model, head, dropout)
     activation_dropout = float(getattr(layers[0].activation_dropout_module, "p", 0.0))
     if activation_dropout > 0:
         warnings.append(f"--activation-dropout {activation_dropout} is not exported: HF has no dropout after the "
@@ -158,24 +184,27 @@ def inspect_model(model, dictionary) -> ExportLayout:
     return ExportLayout(
         num_layers=len(layers),
         num_heads=attention.num_heads,
-        hidden=encoder.embed_tokens.weight.shape[1],
+        hidden=hidden,
         ffn=layers[0].fc1.out_features,
         vocab=vocab,
         position_rows=encoder.embed_positions.weight.shape[0],
         padding_idx=dictionary.pad(),
         windows=tuple(windows),
         layer_norm_eps=eps[0] if eps else FAIRSEQ_LAYERNORM_EPS,
-        dropout=float(layers[0].dropout_module.p),
+        dropout=dropout,
         attention_dropout=float(attention.config.dropout),
-        tied=head.weight is encoder.embed_tokens.weight,
+        tied=lm_head.weight is encoder.embed_tokens.weight,
+        head=head,
+        outputs=head_outputs(model, head) if head is not None else 0,
         warnings=warnings,
     )
 
 
-def hf_config_dict(layout: ExportLayout, dictionary) -> Dict[str, object]:
-    """The LongformerConfig fields export writes, each from the built model or its dictionary."""
+def hf_config_dict(layout: ExportLayout, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
+    """The LongformerConfig fields export writes, each from the built model or its dictionary (a
+    classification head's labels: ``labels``, the task's label dictionary after its specials)."""
     return {
-        "architectures": ["LongformerForMaskedLM"],
+        "architectures": [HF_ARCHITECTURES[layout.head and layout.head.kind]],
         "vocab_size": layout.vocab,  # rows of embed_tokens == len(dictionary) incl. <mask>
         "hidden_size": layout.hidden,  # embed_tokens.weight.shape[1] (--encoder-embed-dim)
         "num_hidden_layers": layout.num_layers,  # len(encoder.layers) (--encoder-layers)
@@ -194,15 +223,22 @@ def hf_config_dict(layout: ExportLayout, dictionary) -> Dict[str, object]:
         "sep_token_id": dictionary.eos(),  # RoBERTa separates segments with </s>
         "attention_window": [2 * w for w in layout.windows],  # TWO-sided, per layer
         "tie_word_embeddings": layout.tied,  # lm_head.weight is embed_tokens.weight
+        **head_config(layout.head, layout.outputs, labels),
     }
+
+
+def _left_out(key: str, mapping: Mapping, layout: ExportLayout) -> bool:
+    """fairseq tensors an export leaves out on purpose: version counters, heads other than the one
+    exported, and the LM head when a task head is exported."""
+    other_head = key.split(".")[0] in HEAD_MODULES.values() and key not in mapping
+    return key.endswith(".version") or other_head or (layout.head is not None and key.startswith("encoder.lm_head."))
 
 
 def fairseq_to_hf_state(state: Mapping[str, Tensor], layout: ExportLayout) -> Dict[str, Tensor]:
     """fairseq state dict -> the tensors of model.safetensors (keys and shapes asserted)."""
-    mapping = key_map(layout.num_layers, "longformer", global_projections=True, tied=layout.tied)
-    state = {k: v for k, v in state.items()
-             if not k.endswith(".version") and not k.startswith("classification_heads.")}
-    if layout.tied:
+    mapping = key_map(layout.num_layers, "longformer", global_projections=True, tied=layout.tied, head=layout.head)
+    state = {k: v for k, v in state.items() if not _left_out(k, mapping, layout)}
+    if layout.tied and layout.head is None:
         assert torch.equal(state[FAIRSEQ_TIED_HEAD], state[FAIRSEQ_TOKENS]), "tied LM head differs from embeddings"
         state.pop(FAIRSEQ_TIED_HEAD)
     missing = sorted(set(mapping) - set(state))
@@ -214,9 +250,9 @@ def fairseq_to_hf_state(state: Mapping[str, Tensor], layout: ExportLayout) -> Di
     out = {hf: state[fs].detach().to("cpu", torch.float32).contiguous().clone() for fs, (hf, _) in mapping.items()}
     # No fairseq counterpart: one zero row adds nothing to any embedding.
     out[HF_TOKEN_TYPE.format(base="longformer")] = torch.zeros(1, layout.hidden)
-    # HF's alias of lm_head.bias (tied in HF): written so every HF version finds it.
-    out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
-    assert len(out) == len(mapping) + 2
+    if layout.head is None:  # HF's alias of lm_head.bias (tied in HF): written so every HF version finds it.
+        out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
+    assert set(out) == set(layout.hf_shapes()), sorted(set(out) ^ set(layout.hf_shapes()))
     return out
 
 
@@ -240,27 +276,24 @@ def _write_dictionary(dictionary, path: Path) -> None:
             f.write(f"{symbol} {int(count)}\n")
 
 
-def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None,
-                 overwrite: bool = False) -> ExportResult:
-    """Write a built fairseq Longformer (with the task's dictionary, <mask> included) as a
-    Hugging Face LongformerForMaskedLM folder. All checks run before anything is written."""
+def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None, overwrite: bool = False,
+                 head_name: Optional[str] = None, labels: Optional[List[str]] = None) -> ExportResult:
+    """Write a built fairseq Longformer (with the task's dictionary, <mask> included) as a Hugging
+    Face folder: its task head ``head_name`` (default: its only head) as the HF class for that head,
+    a model without heads as LongformerForMaskedLM. ``labels``: a classification head's class names
+    in class order. All checks run before anything is written."""
     try:
         from safetensors.torch import save_file
         from transformers import LongformerConfig
     except ImportError as error:
         raise ImportError(f"export needs transformers and safetensors (pip install 'fairseq-longformer[hf]'): "
                           f"{error}") from error
-    layout = inspect_model(model, dictionary)
-    config = hf_config_dict(layout, dictionary)
+    head = choose_head(model_heads(model), head_name, "the model")
+    layout = inspect_model(model, dictionary, head)
+    config = hf_config_dict(layout, dictionary, labels)
     tensors = fairseq_to_hf_state(model.state_dict(), layout)
     hf_config = LongformerConfig(**config)
-    dims = layout.dims()
-    expected = {hf: shape_of(spec, dims) for hf, (_, spec) in
-                reverse_key_map(layout.num_layers, "longformer", True, layout.tied).items()}
-    expected[HF_TOKEN_TYPE.format(base="longformer")] = (1, layout.hidden)
-    expected[HF_DECODER_BIAS] = (layout.vocab,)
-    assert set(expected) == set(tensors), sorted(set(expected) ^ set(tensors))
-    check_shapes(tensors, expected, "exported tensors")
+    check_shapes(tensors, layout.hf_shapes(), "exported tensors")
     hf_tokenizer, extra_files = build_tokenizer(tokenizer or TokenizerFiles(), dictionary, layout.max_positions)
     for warning in layout.warnings:
         logger.warning(warning)
@@ -278,14 +311,25 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
                     f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in extra_files["merges.txt"]))
     out_dir = Path(out_dir).absolute()
     logger.info(f"exported {layout.num_layers} layers, windows (one-sided) {list(layout.windows)} -> HF "
-                f"attention_window {config['attention_window']}, to {out_dir}")
+                f"attention_window {config['attention_window']}, as {config['architectures'][0]}, to {out_dir}")
     return ExportResult(out_dir, config, tokenizer.kind if tokenizer else None, layout.warnings)
 
 
-def load_fairseq_checkpoint(checkpoint, dict_path=None):
-    """(model, dictionary) from a fairseq Longformer checkpoint through fairseq's own loader
-    (upgrades old checkpoints). dict.txt: ``dict_path``, else next to the checkpoint, else in the
-    checkpoint's --data folder."""
+def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
+    candidates = [Path(given)] if given is not None else list(dict.fromkeys(candidates))
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        raise FileNotFoundError(f"no {what}: looked for {[str(p) for p in candidates]} (pass {flag})")
+    return found
+
+
+def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None):
+    """(model, task, head) from a fairseq Longformer checkpoint through fairseq's own loader (upgrades
+    old checkpoints); the model holds exactly the checkpoint's head ``head`` (``head_name``, else the
+    only one; None: no head), with the checkpoint's weights.
+
+    The task's dictionaries (dict.txt; input0/dict.txt and label/dict.txt for classification):
+    ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data folder."""
     import fairseq_longformer  # noqa: F401  (registers the model and task)
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import overwrite_args_by_name
@@ -299,25 +343,35 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None):
     cfg = state.get("cfg")
     if cfg is None:
         raise ValueError(f"{str(checkpoint)!r} has no fairseq config (cfg/args): not a fairseq checkpoint")
-    candidates = [Path(dict_path)] if dict_path is not None else [checkpoint.parent / "dict.txt"]
-    if dict_path is None and cfg.task.get("data"):
-        candidates.append(Path(str(cfg.task.data).split(os.pathsep)[0]) / "dict.txt")
-    found = next((p for p in candidates if p.is_file()), None)
-    if found is None:
-        raise FileNotFoundError(f"no dictionary: looked for {[str(p) for p in candidates]} (pass --dict)")
-    with tempfile.TemporaryDirectory() as data:
-        shutil.copyfile(found, os.path.join(data, "dict.txt"))  # the task reads DATA/dict.txt
+    head = choose_head(checkpoint_heads(state["model"]), head_name, f"checkpoint {str(checkpoint)!r}")
+    head_tensors = checkpoint_head_tensors(state["model"], head) if head is not None else {}
+
+    roots = [checkpoint.parent] + ([Path(str(cfg.task.data).split(os.pathsep)[0])] if cfg.task.get("data") else [])
+    token_dict, label_dict = dictionary_files(cfg.task.get("_name"))
+    files = {token_dict: _find("dictionary", "--dict", dict_path,
+                               [checkpoint.parent / "dict.txt"] + [root / token_dict for root in roots])}
+    if label_dict is not None:
+        files[label_dict] = _find("label dictionary", "--label-dict", label_dict_path,
+                                  [root / label_dict for root in roots])
+    elif label_dict_path is not None:
+        raise ValueError(f"--label-dict: the checkpoint's task {cfg.task.get('_name')!r} has no label dictionary")
+    with tempfile.TemporaryDirectory() as data:  # the task reads its dictionaries from DATA
+        for name, found in files.items():
+            os.makedirs(os.path.dirname(os.path.join(data, name)), exist_ok=True)
+            shutil.copyfile(found, os.path.join(data, name))
         overwrite_args_by_name(cfg, {"data": data})
         models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
     model = models[0].eval()
-    return model, task.source_dictionary
+    keep_only_head(model, head, head_tensors)
+    return model, task, head
 
 
 def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
-                      overwrite: bool = False) -> ExportResult:
-    """``longformer-export-hf``: fairseq checkpoint (+ dict.txt) -> Hugging Face folder."""
+                      overwrite: bool = False, head_name: Optional[str] = None,
+                      label_dict_path=None) -> ExportResult:
+    """``longformer-export-hf``: fairseq checkpoint (+ its dictionaries) -> Hugging Face folder."""
     check_output_dir(out_dir, overwrite)  # fail before the slow checkpoint load
     if tokenizer is not None:
         tokenizer.kind  # noqa: B018  (validates the tokenizer flags, same reason)
-    model, dictionary = load_fairseq_checkpoint(checkpoint, dict_path)
-    return export_model(model, dictionary, out_dir, tokenizer, overwrite)
+    model, task, head = load_fairseq_checkpoint(checkpoint, dict_path, label_dict_path, head_name)
+    return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite, labels=task_labels(task, head))

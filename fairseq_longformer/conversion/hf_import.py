@@ -3,6 +3,12 @@
 read) + ``dict.txt``, with fairseq id == HF id. A RoBERTa gets its positions extended (copied, as
 in the paper) and global projections copied from Q, K, V. The key map and the conventions at this
 boundary (window, token types, LM head, dictionary): ``hf_keymap``.
+
+A sequence-classification or question-answering folder becomes a checkpoint of the fine-tuning
+task that trains that head (``longformer_classification``: ``input0/dict.txt`` and a
+``label/dict.txt`` in id2label's order; ``longformer_qa``: ``dict.txt``), the head under the task's
+default name or ``--head-name``. Such a folder has no LM head: the checkpoint's is freshly
+initialized (the head does not use it).
 """
 import copy
 import json
@@ -20,10 +26,11 @@ from torch import Tensor
 from ..atomic import check_output_dir, staged_folder
 from ..global_projections import add_missing_global_projections
 from ..tasks.longformer_mlm import batch_pad_multiple
+from .hf_heads import HEAD_TASKS, MLM_TOKEN_DICT, register_head
 from .hf_keymap import (
     DICT_COPY, FAIRSEQ_LAYERNORM_EPS, FAIRSEQ_POSITIONS, FAIRSEQ_TIED_HEAD, FAIRSEQ_TOKENS, HF_BASE,
-    HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, HF_TOKEN_TYPE, HF_TOKENIZER_FILES, PLACEHOLDER,
-    check_shapes, key_map, reverse_key_map, shape_of,
+    HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_TOKEN_TYPE, HF_TOKENIZER_FILES,
+    PLACEHOLDER, HeadRef, check_shapes, key_map, reverse_key_map, shape_of,
 )
 from .positions import check_extendable, extend_positions
 from .restore import ConvertedCheckpoint, fresh_training_state
@@ -39,9 +46,16 @@ class ImportResult(ConvertedCheckpoint):
     untied: bool = False
     dictionary_source: str = "placeholders"
     warnings: List[str] = field(default_factory=list)
+    head: Optional[HeadRef] = None  # the task head imported; None: a masked LM
 
     def train_flags(self) -> List[str]:
-        return super().train_flags() + (["--untie-weights-roberta"] if self.untied else [])
+        flags = super().train_flags()
+        if self.head is not None:  # the head's fine-tuning task where the masked LM's stands
+            at = flags.index("--task")
+            flags[at:at + 4] = HEAD_TASKS[self.head.kind].flags(self.head.name)
+            at = flags.index("--tokens-per-sample")  # masked LM only
+            del flags[at:at + 2]
+        return flags + (["--untie-weights-roberta"] if self.untied else [])
 
 
 def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
@@ -93,6 +107,8 @@ def _check_hf_config(config: Mapping, model_type: str, problems: List[str]) -> N
          "only absolute (learned) positions have a fairseq counterpart")
     want("is_decoder", lambda v: not v, "a decoder (causal) model is not a masked LM encoder")
     want("add_cross_attention", lambda v: not v, "cross-attention has no counterpart in the encoder")
+    want("problem_type", lambda v: v in (None, "single_label_classification"),
+         "fairseq's longformer_classification trains single-label cross-entropy")
     for name, fairseq_id in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2)):
         want(name, lambda v, i=fairseq_id: v is None or v == i,
              f"fairseq's Dictionary fixes this id to {fairseq_id}")
@@ -106,14 +122,18 @@ def _check_hf_config(config: Mapping, model_type: str, problems: List[str]) -> N
 
 
 def _fairseq_args(data: Path, layers, hidden, ffn, heads, windows, max_positions, dropout, attention_dropout,
-                  untied):
+                  untied, head: Optional[HeadRef] = None):
     from fairseq import options
 
-    flags = [str(data), "--task", "longformer_mlm", "--criterion", "longformer_mlm", "--arch", "longformer",
+    if head is None:
+        task = ["--task", "longformer_mlm", "--criterion", "longformer_mlm", "--tokens-per-sample", str(max_positions)]
+    else:  # HF's classifier drops out with hidden_dropout_prob
+        task = HEAD_TASKS[head.kind].flags(head.name) + ["--pooler-dropout", repr(float(dropout))]
+    flags = [str(data), *task, "--arch", "longformer",
              "--encoder-layers", str(layers), "--encoder-embed-dim", str(hidden),
              "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
              "--attention-window", ",".join(map(str, windows)), "--attention-dilation", "1",
-             "--max-positions", str(max_positions), "--tokens-per-sample", str(max_positions),
+             "--max-positions", str(max_positions),
              "--pad-to-multiple", str(batch_pad_multiple(windows, max_positions)), "--activation-fn", "gelu",
              "--dropout", repr(float(dropout)), "--attention-dropout", repr(float(attention_dropout)),
              "--activation-dropout", "0"]
@@ -134,15 +154,32 @@ class DictionaryTask:
         return self._positions
 
 
+def _head_kind(state: Mapping[str, Tensor], hf_dir: Path) -> Optional[str]:
+    """Which head the folder's tensors hold: None (lm_head), "classification" or "span"."""
+    kinds = [kind for kind, prefix in HF_HEAD_PREFIXES.items() if any(k.startswith(prefix) for k in state)]
+    if len(kinds) != 1:
+        raise ValueError(f"{str(hf_dir)!r} holds {'no' if not kinds else 'several'} head tensors ("
+                         f"{', '.join(p + '*' for p in HF_HEAD_PREFIXES.values())}): import needs one masked-LM, "
+                         "sequence-classification or question-answering model, not the bare encoder")
+    return kinds[0]
+
+
+def _labels(config: Mapping) -> List[str]:
+    """A classification folder's class names in id order (HF's LABEL_k for a config without them)."""
+    id2label = config.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}  # HF's default: 2 labels
+    return [id2label[str(k)] for k in range(len(id2label))]
+
+
 def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
-              overwrite: bool = False) -> ImportResult:
-    """``longformer-import-hf``: a HF Longformer or RoBERTa (masked LM) folder -> ``model.pt`` +
-    ``dict.txt`` in ``out_dir``.
+              overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
+    """``longformer-import-hf``: a HF Longformer or RoBERTa (masked LM, sequence classification or
+    question answering) folder -> ``model.pt`` + its task's dictionaries in ``out_dir``.
 
     max_positions: tokens of the fairseq model; default: the source's for a Longformer, 4096 for
     RoBERTa; more than the source extends the table with ``extend_positions`` (copy init).
     attention_window: one-sided w (one value or one per layer) for a RoBERTa source (default 256);
-    a Longformer keeps its own (HF value // 2).
+    a Longformer keeps its own (HF value // 2). head_name: the fairseq name of the imported task head
+    (default: its task's, ``sentence_classification_head`` / ``qa``).
     """
     import fairseq_longformer  # noqa: F401  (registers the model, task and criterion)
     from fairseq.data import Dictionary
@@ -192,23 +229,27 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
 
     # -- tensors: keys and shapes against the config
     state = load_hf_state_dict(hf_dir)
-    if not any(k.startswith("lm_head.") for k in state):
-        raise ValueError(f"{str(hf_dir)!r} has no lm_head.* tensors: import needs a masked-LM model "
-                         f"({'Longformer' if base == 'longformer' else 'Roberta'}ForMaskedLM), not the bare encoder")
-    reverse = reverse_key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied)
+    kind = _head_kind(state, hf_dir)
+    if kind is None and head_name is not None:
+        raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
+    head = HeadRef(kind, head_name or HEAD_TASKS[kind].default_name) if kind is not None else None
+    labels = _labels(config) if kind == "classification" else None
+    reverse = reverse_key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied, head=head)
     token_type_key = HF_TOKEN_TYPE.format(base=base)
     type_vocab = int(config.get("type_vocab_size", 1))
-    dims = {"V": vocab, "C": hidden, "F": ffn, "P": source_rows}
+    outputs = len(labels) if labels is not None else 2  # L: classes, or QA's start and end
+    dims = {"V": vocab, "C": hidden, "F": ffn, "P": source_rows, "L": outputs}
     expected = {hf: shape_of(spec, dims) for hf, (_, spec) in reverse.items()}
     expected[token_type_key] = (type_vocab, hidden)
-    optional = {HF_DECODER_BIAS: (vocab,), **({HF_DECODER_WEIGHT: (vocab, hidden)} if tied else {})}
+    optional = {} if head is not None else {
+        HF_DECODER_BIAS: (vocab,), **({HF_DECODER_WEIGHT: (vocab, hidden)} if tied else {})}
     ignored = {k.format(base=base) for k in HF_IGNORED_BUFFERS}
     pooler = sorted(k for k in state if k.startswith(f"{base}.pooler."))
     missing = sorted(set(expected) - set(state))
     unknown = sorted(set(state) - set(expected) - set(optional) - ignored - set(pooler))
     if missing or unknown:
-        raise ValueError(f"{str(hf_dir)!r} does not match a {model_type} masked LM with {layers} layers: "
-                         f"missing {missing[:12]}, unexpected {unknown[:12]}")
+        raise ValueError(f"{str(hf_dir)!r} does not match a {model_type} {kind or 'masked LM'} model with "
+                         f"{layers} layers: missing {missing[:12]}, unexpected {unknown[:12]}")
     check_shapes(state, {**expected, **{k: v for k, v in optional.items() if k in state}}, str(hf_dir))
     if HF_DECODER_BIAS in state and not torch.equal(state[HF_DECODER_BIAS], state["lm_head.bias"]):
         raise ValueError("lm_head.decoder.bias differs from lm_head.bias: HF ties them; fairseq has one bias")
@@ -216,7 +257,10 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
             state[HF_DECODER_WEIGHT], state[f"{base}.embeddings.word_embeddings.weight"]):
         raise ValueError("tie_word_embeddings is true but lm_head.decoder.weight differs from word_embeddings")
     if pooler:
-        warnings.append(f"dropped the pooler ({', '.join(pooler)}): fairseq's masked LM has none")
+        warnings.append(f"dropped the pooler ({', '.join(pooler)}): fairseq's RoBERTa has none")
+    if head is not None:
+        warnings.append(f"the folder has no LM head ({config.get('architectures')}): the checkpoint's encoder.lm_head "
+                        f"is freshly initialized (the {kind} head does not use it)")
 
     # -- dictionary: fairseq id == HF id
     specials = hf_special_ids(hf_dir)
@@ -229,7 +273,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     out_abs = Path(out_dir).absolute()
     args = _fairseq_args(out_abs, layers, hidden, ffn, heads, windows, max_positions,
                          config.get("hidden_dropout_prob", 0.1),
-                         config.get("attention_probs_dropout_prob", 0.0) or 0.0, untied=not tied)
+                         config.get("attention_probs_dropout_prob", 0.0) or 0.0, untied=not tied, head=head)
 
     with tempfile.TemporaryDirectory() as scratch:
         dict_txt = Path(scratch) / "dict.txt"
@@ -255,9 +299,11 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         dictionary.add_symbol("<mask>")  # what the masked_lm task does
         assert len(dictionary) == vocab and dictionary.index("<mask>") == vocab - 1
         model = LongformerModel.build_model(copy.deepcopy(args), DictionaryTask(dictionary, max_positions))
+        if head is not None:
+            register_head(model, head, outputs)
 
         template = {k: v for k, v in model.state_dict().items()}
-        forward = key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied)
+        forward = key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied, head=head)
         new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
         positions = new[FAIRSEQ_POSITIONS]
         token_types = state[token_type_key].to(torch.float32)
@@ -272,9 +318,10 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
             add_missing_global_projections(new)
         if tied:
             new[FAIRSEQ_TIED_HEAD] = new[FAIRSEQ_TOKENS]
-        for key, value in template.items():  # buffers (version counters) come from the builder
+        for key, value in template.items():  # buffers (version counters), a head model's LM head: the builder's
             if key not in new:
-                assert key.endswith(".version"), f"fairseq model has a tensor the map does not fill: {key}"
+                assert key.endswith(".version") or (head is not None and key.startswith("encoder.lm_head.")), \
+                    f"fairseq model has a tensor the map does not fill: {key}"
                 new[key] = value
         assert set(new) == set(template), sorted(set(new) ^ set(template))
         check_shapes(new, {k: tuple(v.shape) for k, v in template.items()}, "imported fairseq state")
@@ -286,20 +333,29 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
                       "model": model.state_dict(), **fresh_training_state()}
         tokenizer_files = [name for name in HF_TOKENIZER_FILES if (hf_dir / name).is_file()]
+        head_task = HEAD_TASKS[head.kind] if head is not None else None
+        token_dict = head_task.token_dict if head_task is not None else MLM_TOKEN_DICT  # where the task reads it
         for warning in warnings:
             logger.warning(warning)
         with staged_folder(out_dir, overwrite) as tmp:
             torch.save(checkpoint, tmp / "model.pt")
-            shutil.copyfile(dict_txt, tmp / "dict.txt")
+            (tmp / token_dict).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(dict_txt, tmp / token_dict)
+            if labels is not None:  # label k at index nspecial + k, as the task reads it
+                label_dictionary = Dictionary()
+                for label in labels:
+                    label_dictionary.add_symbol(label)
+                (tmp / head_task.label_dict).parent.mkdir(parents=True, exist_ok=True)
+                label_dictionary.save(str(tmp / head_task.label_dict))
             if tokenizer_files:
                 (tmp / "hf_tokenizer").mkdir()
                 for name in tokenizer_files:
                     shutil.copyfile(hf_dir / name, tmp / "hf_tokenizer" / name)
-    logger.info(f"imported {model_type} ({layers} layers, window w={list(windows)}, {max_positions} positions) "
-                f"to {out_abs}")
+    logger.info(f"imported {model_type} {kind or 'masked LM'} ({layers} layers, window w={list(windows)}, "
+                f"{max_positions} positions) to {out_abs}")
     dims = {"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
             "encoder_attention_heads": heads}
-    return ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / "dict.txt", arch="longformer",
+    return ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
                         attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
                         model_type=model_type, untied=not tied, dictionary_source=dictionary_source,
-                        warnings=warnings)
+                        warnings=warnings, head=head)

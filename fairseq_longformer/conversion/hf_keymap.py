@@ -1,5 +1,6 @@
-"""fairseq Longformer <-> Hugging Face transformers (``LongformerForMaskedLM``): the key map, and
-what is decided at this boundary, once. The conversion itself: ``hf_export`` (fairseq -> HF,
+"""fairseq Longformer <-> Hugging Face transformers (``LongformerForMaskedLM``, and for fine-tuned
+models ``LongformerForSequenceClassification`` / ``LongformerForQuestionAnswering``): the key map,
+and what is decided at this boundary, once. The conversion itself: ``hf_export`` (fairseq -> HF,
 ``longformer-export-hf``), ``hf_tokenizer`` (the tokenizer files the export writes), ``hf_import``
 (HF Longformer or RoBERTa -> fairseq, ``longformer-import-hf``).
 
@@ -29,6 +30,11 @@ What is decided at this boundary, once:
   ``tie_word_embeddings`` is true. Tied: the decoder weight is not written (HF re-ties it);
   untied: it is written and ``tie_word_embeddings`` is false. ``lm_head.decoder.bias`` is HF's alias
   of ``lm_head.bias`` and is written too.
+* Task heads. An HF model carries one head, unnamed; a fairseq model may hold several, by name, in
+  ``model.classification_heads`` (RoBERTa's, task ``longformer_classification``) and
+  ``model.span_heads`` (task ``longformer_qa``). A head export writes the body and that one head
+  (``classifier.dense/out_proj``, or ``qa_outputs``) and no LM head (a fine-tuned model's LM head
+  is whatever pretraining left). Which head, and its labels: ``hf_heads``.
 * Dictionary. fairseq's Dictionary is <s>=0, <pad>=1, </s>=2, <unk>=3, then dict.txt's symbols,
   then <mask>, appended by the masked-LM task. HF ids are used as they are: import writes a
   dict.txt whose line k is the placeholder symbol ``hf:{k + 4}`` (a label only: fairseq's binaries
@@ -42,16 +48,18 @@ base-model prefix); the reverse map is derived from it, and key sets and shapes 
 ways against shapes derived from the config.
 
 Shapes: V vocabulary (dictionary incl. <mask>), C hidden size, F feed-forward size,
-P position rows (= positions + padding_idx + 1, e.g. 4098 for 4,096 tokens).
+P position rows (= positions + padding_idx + 1, e.g. 4098 for 4,096 tokens), L a head's outputs
+(classes; 2 for QA's start and end).
 """
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from torch import Tensor
 
 # ----------------------------------------------------------------------------------------------
 # The key map: one row per module. Columns: fairseq module, HF module, weight shape, bias shape
 # (None: no bias), when the row applies ("all"; "global": HF Longformer only, RoBERTa has no
-# global projections). Dims: V vocab, C hidden, F ffn, P position rows.
+# global projections; "lm": the masked-LM head, exported only by a masked-LM export).
+# Dims: V vocab, C hidden, F ffn, P position rows.
 
 FS_ENCODER = "encoder.sentence_encoder."
 FS_LAYER = FS_ENCODER + "layers.{}."
@@ -73,11 +81,11 @@ MODULE_TABLE: Tuple[Tuple[str, str, Tuple[str, ...], Optional[Tuple[str, ...]], 
     (FS_LAYER + "fc1", HF_LAYER + "intermediate.dense", _FC, _F, "all"),
     (FS_LAYER + "fc2", HF_LAYER + "output.dense", _CF, _C, "all"),
     (FS_LAYER + "final_layer_norm", HF_LAYER + "output.LayerNorm", _C, _C, "all"),
-    ("encoder.lm_head.dense", "lm_head.dense", _CC, _C, "all"),
-    ("encoder.lm_head.layer_norm", "lm_head.layer_norm", _C, _C, "all"),
+    ("encoder.lm_head.dense", "lm_head.dense", _CC, _C, "lm"),
+    ("encoder.lm_head.layer_norm", "lm_head.layer_norm", _C, _C, "lm"),
 )
-# Single tensors outside the module pattern: (fairseq key, HF key, shape, when); "untied": only
-# when the output projection is not tied to the token embeddings.
+# Single tensors outside the module pattern, all of the LM head: (fairseq key, HF key, shape,
+# when); "untied": only when the output projection is not tied to the token embeddings.
 TENSOR_TABLE: Tuple[Tuple[str, str, Tuple[str, ...], str], ...] = (
     ("encoder.lm_head.bias", "lm_head.bias", ("V",), "all"),
     ("encoder.lm_head.weight", "lm_head.decoder.weight", ("V", "C"), "untied"),
@@ -91,6 +99,30 @@ FAIRSEQ_TIED_HEAD = "encoder.lm_head.weight"
 FAIRSEQ_TOKENS = FS_ENCODER + "embed_tokens.weight"
 FAIRSEQ_POSITIONS = FS_ENCODER + "embed_positions.weight"
 
+
+
+class HeadRef(NamedTuple):
+    """One task head of a fairseq model: kind "classification" (``model.classification_heads``) or
+    "span" (``model.span_heads``), and its name there."""
+
+    kind: str
+    name: str
+
+
+# The task heads: fairseq ModuleDict per kind, and one row per module as in MODULE_TABLE (kind,
+# fairseq module with the head's {name}, HF module, weight shape, bias shape). HF's classifier
+# is RoBERTa's (dense C -> C, tanh, out_proj C -> L, on <s>); qa_outputs is fairseq's span head.
+HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}
+HEAD_TABLE: Tuple[Tuple[str, str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
+    ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
+    ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
+    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)),
+)
+# The HF class of each export (head kind; None: the masked LM), and the prefix of its head's tensors.
+HF_ARCHITECTURES = {None: "LongformerForMaskedLM", "classification": "LongformerForSequenceClassification",
+                    "span": "LongformerForQuestionAnswering"}
+HF_HEAD_PREFIXES = {None: "lm_head.", "classification": "classifier.", "span": "qa_outputs."}
+
 HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # model_type -> base-model prefix
 FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
 DICT_COPY = "fairseq_dict.txt"  # the fairseq dictionary, written by export, read by import
@@ -102,23 +134,34 @@ HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens
                       "added_tokens.json")
 
 
+def _module_rows(fs_module: str, hf_module: str, weight, bias) -> List[Tuple[str, str, Tuple[str, ...]]]:
+    rows = [(fs_module + ".weight", hf_module + ".weight", weight)]
+    if bias is not None:
+        rows.append((fs_module + ".bias", hf_module + ".bias", bias))
+    return rows
+
+
 def key_map(num_layers: int, base: str = "longformer", global_projections: bool = True,
-            tied: bool = True) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
-    """fairseq key -> (HF key, symbolic shape) for every tensor the map covers, from the tables."""
+            tied: bool = True, head: Optional[HeadRef] = None) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
+    """fairseq key -> (HF key, symbolic shape) for every tensor the map covers, from the tables:
+    the body, then the LM head (``head`` None) or the task head ``head``."""
     rows: List[Tuple[str, str, Tuple[str, ...]]] = []
     for fs, hf, weight, bias, when in MODULE_TABLE:
-        if when == "global" and not global_projections:
+        if (when == "global" and not global_projections) or (when == "lm" and head is not None):
             continue
         for i in range(num_layers) if "{}" in fs else [None]:
             fs_module = fs.format(i) if i is not None else fs
             hf_module = hf.format(i, base=base) if i is not None else hf.format(base=base)
-            rows.append((fs_module + ".weight", hf_module + ".weight", weight))
-            if bias is not None:
-                rows.append((fs_module + ".bias", hf_module + ".bias", bias))
-    for fs, hf, shape, when in TENSOR_TABLE:
-        if when == "untied" and tied:
-            continue
-        rows.append((fs, hf, shape))
+            rows += _module_rows(fs_module, hf_module, weight, bias)
+    if head is None:
+        for fs, hf, shape, when in TENSOR_TABLE:
+            if when == "untied" and tied:
+                continue
+            rows.append((fs, hf, shape))
+    else:
+        for kind, fs, hf, weight, bias in HEAD_TABLE:
+            if kind == head.kind:
+                rows += _module_rows(fs.format(name=head.name), hf, weight, bias)
     forward = {fs: (hf, shape) for fs, hf, shape in rows}
     assert len(forward) == len(rows) and len({hf for hf, _ in forward.values()}) == len(rows), \
         "the key table maps two tensors to one name"
@@ -129,9 +172,9 @@ def key_map(num_layers: int, base: str = "longformer", global_projections: bool 
 
 
 def reverse_key_map(num_layers: int, base: str = "longformer", global_projections: bool = True,
-                    tied: bool = True) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
+                    tied: bool = True, head: Optional[HeadRef] = None) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
     """HF key -> (fairseq key, symbolic shape): the inverse of ``key_map``, never written by hand."""
-    return {hf: (fs, shape) for fs, (hf, shape) in key_map(num_layers, base, global_projections, tied).items()}
+    return {hf: (fs, shape) for fs, (hf, shape) in key_map(num_layers, base, global_projections, tied, head).items()}
 
 
 def shape_of(spec: Sequence[str], dims: Mapping[str, int]) -> Tuple[int, ...]:

@@ -1,0 +1,193 @@
+"""The task head of a fine-tuned model at the Hugging Face boundary: which head an export carries,
+what HF's class for it computes, its labels, and the fairseq task that trains it.
+
+A fine-tuned fairseq Longformer holds its heads by name: RoBERTa's classification heads in
+``model.classification_heads`` (task ``longformer_classification``: dropout, dense, tanh, dropout,
+out_proj on the ``<s>`` features) and span heads in ``model.span_heads`` (task ``longformer_qa``:
+one Linear C -> 2, start and end logits per token). An HF model carries one unnamed head:
+``LongformerForSequenceClassification`` (``classifier``, the same computation) or
+``LongformerForQuestionAnswering`` (``qa_outputs``). Export takes the only head, or the one named
+(``--head-name``); a model without heads is a masked LM. The key rows: ``hf_keymap.HEAD_TABLE``.
+
+Labels: the classification task reads ``label/dict.txt`` as a fairseq ``Dictionary`` and gives
+the label at index ``nspecial + k`` the class k; ``id2label`` therefore lists the dictionary's
+symbols after its specials, in the dictionary's order.
+"""
+from dataclasses import dataclass, fields
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from .hf_keymap import HEAD_MODULES, HeadRef
+
+
+@dataclass(frozen=True)
+class HeadTask:
+    """The fairseq task that trains a head kind: its name, the config field naming its head, and
+    where its ``setup_task`` reads the dictionaries (relative to ``--data``; tasks/longformer_*.py)."""
+
+    task: str
+    name_field: str
+    token_dict: str
+    label_dict: Optional[str] = None
+
+    @property
+    def default_name(self) -> str:
+        from fairseq.tasks import TASK_DATACLASS_REGISTRY
+
+        return {f.name: f.default for f in fields(TASK_DATACLASS_REGISTRY[self.task])}[self.name_field]
+
+    def flags(self, name: str) -> List[str]:
+        """--task, --criterion (the task's own, same name) and the head's name flag."""
+        return ["--task", self.task, "--criterion", self.task, "--" + self.name_field.replace("_", "-"), name]
+
+
+HEAD_TASKS = {
+    "classification": HeadTask("longformer_classification", "classification_head_name", "input0/dict.txt",
+                               "label/dict.txt"),
+    "span": HeadTask("longformer_qa", "span_head_name", "dict.txt"),
+}
+MLM_TOKEN_DICT = "dict.txt"  # longformer_mlm reads DATA/dict.txt
+
+
+def dictionary_files(task_name: Optional[str]):
+    """(token dict, label dict or None) that task ``task_name`` reads, relative to its --data."""
+    for head_task in HEAD_TASKS.values():
+        if head_task.task == task_name:
+            return head_task.token_dict, head_task.label_dict
+    return MLM_TOKEN_DICT, None
+
+
+# ----------------------------------------------------------------------------------------------
+# which head
+
+
+def model_heads(model) -> List[HeadRef]:
+    return [HeadRef(kind, name) for kind, attr in HEAD_MODULES.items() for name in getattr(model, attr, {})]
+
+
+def checkpoint_heads(model_state: Mapping[str, Tensor]) -> List[HeadRef]:
+    """The heads a checkpoint's state dict holds, in its order."""
+    found: Dict[HeadRef, None] = {}
+    for key in model_state:
+        for kind, attr in HEAD_MODULES.items():
+            if key.startswith(attr + "."):
+                found[HeadRef(kind, key.split(".")[1])] = None
+    return list(found)
+
+
+def _listing(heads: Sequence[HeadRef]) -> str:
+    return ", ".join(f"{h.name!r} ({h.kind})" for h in heads) or "none"
+
+
+def choose_head(heads: Sequence[HeadRef], name: Optional[str], where: str) -> Optional[HeadRef]:
+    """The head to export: the one named, else the only one; None (a masked LM) when there is none
+    and none is named. ValueError naming the heads when that is ambiguous or the name is absent."""
+    if name is None:
+        if len(heads) > 1:
+            raise ValueError(f"{where} has {len(heads)} heads ({_listing(heads)}) and a Hugging Face model carries "
+                             "one: choose it with --head-name NAME")
+        return heads[0] if heads else None
+    named = [h for h in heads if h.name == name]
+    if len(named) != 1:
+        raise ValueError(f"--head-name {name!r}: {where} has {'several heads' if named else 'no head'} of that "
+                         f"name; its heads: {_listing(heads)}")
+    return named[0]
+
+
+def head_module(model, head: HeadRef) -> nn.Module:
+    return getattr(model, HEAD_MODULES[head.kind])[head.name]
+
+
+def register_head(model, head: HeadRef, outputs: int, inner_dim: Optional[int] = None) -> None:
+    """Add ``head`` with fresh weights through the model's own registration (as the tasks do)."""
+    if head.kind == "classification":
+        model.register_classification_head(head.name, num_classes=outputs, inner_dim=inner_dim)
+    else:
+        model.register_span_head(head.name)  # always C -> 2
+
+
+def checkpoint_head_tensors(model_state: Mapping[str, Tensor], head: HeadRef) -> Dict[str, Tensor]:
+    """The head's tensors in a checkpoint's state dict, keyed by name inside the head. Take them
+    before fairseq's loader runs: its upgrade deletes, in place, heads its task did not register."""
+    prefix = f"{HEAD_MODULES[head.kind]}.{head.name}."
+    return {key[len(prefix):]: value for key, value in model_state.items() if key.startswith(prefix)}
+
+
+def keep_only_head(model, head: Optional[HeadRef], tensors: Mapping[str, Tensor]) -> None:
+    """Leave ``model`` with exactly ``head`` (or no head), holding the checkpoint's ``tensors``.
+    fairseq's loader keeps only the head the checkpoint's task registers, and silently gives it fresh
+    weights when the checkpoint's head is of another size (a wrong label dictionary): an export
+    must carry the trained weights or nothing."""
+    for attr in HEAD_MODULES.values():
+        getattr(model, attr, nn.ModuleDict()).clear()
+    if head is None:
+        return
+    if head.kind == "classification":
+        register_head(model, head, tensors["out_proj.weight"].shape[0], tensors["dense.weight"].shape[0])
+    else:
+        register_head(model, head, 2)
+    head_module(model, head).load_state_dict(dict(tensors), strict=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# what HF computes
+
+
+def head_outputs(model, head: HeadRef) -> int:
+    """L: classes of a classification head, 2 (start, end) for a span head."""
+    module = head_module(model, head)
+    return (module.out_proj if head.kind == "classification" else module.qa_outputs).out_features
+
+
+def head_problems(model, head: HeadRef, hidden: int) -> List[str]:
+    """What HF's head class cannot represent, one line each (flag and reason)."""
+    module = head_module(model, head)
+    if head.kind != "classification":
+        return []  # LongformerSpanHead is exactly HF's qa_outputs
+    problems = []
+    if module.dense.out_features != hidden:
+        problems.append(f"classification head {head.name!r}: inner dimension {module.dense.out_features}; HF's "
+                        f"classifier.dense is hidden x hidden ({hidden})")
+    if module.activation_fn is not torch.tanh:
+        problems.append(f"--pooler-activation-fn: classification head {head.name!r} uses "
+                        f"{getattr(module.activation_fn, '__name__', module.activation_fn)}; HF's classifier "
+                        "hard-codes tanh")
+    if hasattr(module.out_proj, "weight_orig"):
+        problems.append("--spectral-norm-classification-head: HF's classifier.out_proj is a plain Linear")
+    return problems
+
+
+def head_warnings(model, head: HeadRef, dropout: float) -> List[str]:
+    module = head_module(model, head)
+    if head.kind == "classification" and float(module.dropout.p) != dropout:
+        return [f"--pooler-dropout {module.dropout.p} is not exported: HF's classifier applies hidden_dropout_prob "
+                f"({dropout}) (training only; outputs in eval mode are unaffected)"]
+    return []
+
+
+def head_config(head: Optional[HeadRef], outputs: int, labels: Optional[Sequence[str]] = None) -> Dict[str, object]:
+    """The LongformerConfig fields of a head export: num_labels (2 for QA: start and end) and, for
+    classification, id2label/label2id in class order (HF's LABEL_k when no label dictionary came
+    along) and fairseq's single-label cross-entropy as the problem type."""
+    if head is None:
+        return {}
+    if head.kind == "span":
+        return {"num_labels": outputs}
+    names = list(labels) if labels is not None else [f"LABEL_{k}" for k in range(outputs)]
+    if len(names) != outputs:
+        raise ValueError(f"the label dictionary has {len(names)} labels but classification head {head.name!r} has "
+                         f"{outputs} outputs: pass the label/dict.txt the model was trained with (--label-dict)")
+    return {"id2label": dict(enumerate(names)), "label2id": {n: k for k, n in enumerate(names)},
+            "problem_type": "single_label_classification"}
+
+
+def task_labels(task, head: Optional[HeadRef]) -> Optional[List[str]]:
+    """The class names of ``head`` from the checkpoint's task: the label dictionary's symbols after
+    the specials, when ``head`` is that task's own classification head; else None."""
+    if head is None or head.kind != "classification" or not hasattr(task, "label_dictionary"):
+        return None
+    if getattr(task.cfg, HEAD_TASKS["classification"].name_field, None) != head.name:
+        return None  # another head than the one the task's label dictionary describes
+    return list(task.label_names())
