@@ -53,8 +53,10 @@ setup(
             "longformer-preprocess = longformer_preprocessing.cli:main",
             "longformer-prepare-task = longformer_preprocessing.task_data:main",
             "longformer-convert-roberta = fairseq_longformer.cli.convert_roberta:main",
+            "longformer-convert-bart = fairseq_longformer.cli.convert_bart:main",
             "longformer-export-hf = fairseq_longformer.cli.export_hf:main",
             "longformer-import-hf = fairseq_longformer.cli.import_hf:main",
+            "longformer-report = fairseq_longformer.cli.report:main",
         ]
     },
 )

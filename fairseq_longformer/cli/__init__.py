@@ -1,5 +1,8 @@
 """Console scripts (see setup.py ``entry_points``); each module only parses flags and prints."""
 import argparse
+import logging
+import sys
+from typing import Callable
 
 
 def folder_parser(prog: str, description: str, source: str, source_help: str) -> argparse.ArgumentParser:
@@ -10,3 +13,28 @@ def folder_parser(prog: str, description: str, source: str, source_help: str) ->
     parser.add_argument("outdir", help="output folder (must not exist or be empty, unless --overwrite)")
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUTDIR")
     return parser
+
+
+def checkpoint_converter_parser(prog: str, description: str, kind: str) -> argparse.ArgumentParser:
+    """The flags the fairseq checkpoint converters (``longformer-convert-roberta``,
+    ``longformer-convert-bart``) share: the ``kind`` source, the output folder, where the
+    checkpoint and dictionary are, and --overwrite."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--source", required=True, help=f"{kind} folder (with model.pt and dict.txt) or checkpoint file")
+    parser.add_argument("--output", required=True, help="output folder (model.pt + dict.txt are written there)")
+    parser.add_argument("--checkpoint-file", default="model.pt",
+                        help="checkpoint name inside a --source folder (default: model.pt)")
+    parser.add_argument("--dict", default=None, help="dict.txt (default: next to the checkpoint)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT/model.pt")
+    return parser
+
+
+def run_converter(prog: str, convert: Callable[[], object]):
+    """Run ``convert()`` with logging on; a bad input (ValueError, FileNotFoundError) becomes one
+    line ``PROG: error: ...`` on stderr. Returns the result, or None after an error (exit 2)."""
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
+    try:
+        return convert()
+    except (ValueError, FileNotFoundError) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return None

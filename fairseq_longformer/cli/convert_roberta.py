@@ -7,25 +7,18 @@ The logic lives in ``fairseq_longformer.conversion.roberta``; this module only p
 prints the fairseq-train flags that continue pretraining from the result.
 """
 import argparse
-import logging
 import sys
 
+from . import checkpoint_converter_parser, run_converter
 from ..conversion.restore import continue_command
 from ..conversion.roberta import convert_roberta_checkpoint
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="longformer-convert-roberta",
-        description="Convert a fairseq RoBERTa checkpoint (model.pt + dict.txt) into a Longformer "
-                    "checkpoint: positions extended, global Q/K/V copied from Q/K/V, config rewritten.",
-    )
-    parser.add_argument("--source", required=True,
-                        help="RoBERTa folder (with model.pt and dict.txt) or checkpoint file")
-    parser.add_argument("--output", required=True, help="output folder (model.pt + dict.txt are written there)")
-    parser.add_argument("--checkpoint-file", default="model.pt",
-                        help="checkpoint name inside a --source folder (default: model.pt)")
-    parser.add_argument("--dict", default=None, help="dict.txt (default: next to the checkpoint)")
+    parser = checkpoint_converter_parser(
+        "longformer-convert-roberta",
+        "Convert a fairseq RoBERTa checkpoint (model.pt + dict.txt) into a Longformer checkpoint: "
+        "positions extended, global Q/K/V copied from Q/K/V, config rewritten.", "RoBERTa")
     parser.add_argument("--max-positions", type=int, default=4096,
                         help="positions of the Longformer (default 4096); at least the source's")
     parser.add_argument("--attention-window", default="256",
@@ -35,22 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="copy: tile RoBERTa's learned positions (the paper's init); random: "
                              "redraw every position (its ablation)")
     parser.add_argument("--seed", type=int, default=1, help="seed for --init-positions random")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT/model.pt")
     return parser
 
 
 def main(argv=None) -> int:
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
     args = build_parser().parse_args(argv)
-    try:
-        result = convert_roberta_checkpoint(
-            args.source, args.output, max_positions=args.max_positions,
-            attention_window=args.attention_window, init_positions=args.init_positions,
-            checkpoint_file=args.checkpoint_file, dict_file=args.dict, seed=args.seed,
-            overwrite=args.overwrite,
-        )
-    except (ValueError, FileNotFoundError) as error:
-        print(f"longformer-convert-roberta: error: {error}", file=sys.stderr)
+    result = run_converter("longformer-convert-roberta", lambda: convert_roberta_checkpoint(
+        args.source, args.output, max_positions=args.max_positions,
+        attention_window=args.attention_window, init_positions=args.init_positions,
+        checkpoint_file=args.checkpoint_file, dict_file=args.dict, seed=args.seed,
+        overwrite=args.overwrite,
+    ))
+    if result is None:
         return 2
     print(f"wrote {result.checkpoint} and {result.dictionary} "
           f"({result.roberta_positions} -> {result.max_positions} positions, {result.init_positions})")

@@ -241,3 +241,14 @@ def build_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
         raise ImportError(f"exporting a tokenizer needs transformers and tokenizers "
                           f"(pip install 'fairseq-longformer[hf]'): {error}") from error
     return None, {}
+
+
+def save_tokenizer(folder, tokenizer, extra_files: Dict[str, object]) -> None:
+    """Write ``tokenizer`` (from ``build_tokenizer``) into ``folder``, with the extra files
+    transformers 4.x's slow GPT-2 tokenizer reads (vocab.json, merges.txt) when there are any."""
+    tokenizer.save_pretrained(str(folder))
+    if "vocab.json" in extra_files:
+        with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
+            json.dump(extra_files["vocab.json"], f, ensure_ascii=False)
+        with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
+            f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in extra_files["merges.txt"]))

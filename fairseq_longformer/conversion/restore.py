@@ -10,12 +10,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..tasks.longformer_mlm import batch_pad_multiple
 
 
-def fresh_training_state(extra: Optional[Dict[str, object]] = None) -> Dict[str, object]:
+def fresh_training_state(extra: Optional[Dict[str, object]] = None,
+                         criterion_name: str = "LongformerMLMLoss") -> Dict[str, object]:
     """The training-state entries of a fairseq checkpoint at update 0 with no optimizer state:
     ``fairseq-train --restore-file`` then builds its own optimizer (no --reset-* flag is needed)
-    and starts the data at epoch 1. ``extra``: more entries of ``extra_state`` (provenance)."""
+    and starts the data at epoch 1. ``extra``: more entries of ``extra_state`` (provenance).
+    ``criterion_name``: the class fairseq records (informational: with no optimizer state saved,
+    fairseq compares it with nothing)."""
     return {
-        "optimizer_history": [{"criterion_name": "LongformerMLMLoss", "optimizer_name": "none",
+        "optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
                                "lr_scheduler_state": {"best": None}, "num_updates": 0}],
         "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True, "version": 2},
                         "previous_training_time": 0.0, **(extra or {})},

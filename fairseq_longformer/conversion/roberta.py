@@ -20,7 +20,8 @@ and the released 2019 checkpoints (``decoder.sentence_encoder.*``, ``emb_layer_n
 fused ``in_proj_weight``). The output always uses the current layout.
 
 Everything is validated in memory before anything is written; files are written to temporary
-names in the output folder and moved into place (``atomic.atomic_files``), ``model.pt`` last.
+names in the output folder and moved into place, ``model.pt`` last
+(``fairseq_checkpoint.write_folder``).
 
 Loading the result through fairseq's hub: ``LongformerModel.from_pretrained(OUT,
 checkpoint_file="model.pt")``. fairseq's RoBERTa ``from_pretrained`` defaults to ``bpe="gpt2"``
@@ -32,10 +33,8 @@ Security: fairseq checkpoints pickle ``argparse.Namespace`` / omegaconf objects,
 with ``torch.load(weights_only=False)``, as fairseq itself does. Convert only files you trust.
 """
 import argparse
-import copy
 import logging
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,9 +44,12 @@ import torch
 from torch import Tensor
 
 from longformer_kernels import AttentionPattern, parse_per_layer
-from ..atomic import atomic_files
 from ..global_projections import add_missing_global_projections
 from ..tasks.longformer_mlm import batch_pad_multiple
+from .fairseq_checkpoint import (
+    check_output, config_get as _get, config_sections, config_set as _set, load_checkpoint, resolve_source,
+    write_folder,
+)
 from .positions import check_extendable, extend_positions
 from .restore import ConvertedCheckpoint, fresh_training_state
 
@@ -65,10 +67,6 @@ LAYER_MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "se
 HEAD_KEYS = ("encoder.lm_head.weight", "encoder.lm_head.bias",
              "encoder.lm_head.dense.weight", "encoder.lm_head.dense.bias",
              "encoder.lm_head.layer_norm.weight", "encoder.lm_head.layer_norm.bias")
-
-# Tokenizer files fairseq's hub loader looks for next to model.pt: copied along when present.
-TOKENIZER_FILES = ("encoder.json", "vocab.bpe", "sentencepiece.bpe.model", "merges.txt",
-                   "vocab.json", "bpecodes", "code")
 
 ARCH = "longformer_base"
 TASK = "longformer_mlm"
@@ -94,40 +92,6 @@ class ConversionResult(ConvertedCheckpoint):
 
 # ----------------------------------------------------------------------------------------------
 # reading and checking the source
-
-
-def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None) -> Tuple[Path, Path]:
-    """A folder (``folder/checkpoint_file``) or a checkpoint file; dict.txt next to it by default."""
-    path = Path(source)
-    if path.is_dir():
-        checkpoint = path / checkpoint_file
-    elif path.is_file():
-        checkpoint = path
-    else:
-        raise FileNotFoundError(f"--source {str(source)!r}: no such file or folder")
-    if not checkpoint.is_file():
-        raise FileNotFoundError(f"--source {str(source)!r}: the folder has no checkpoint {checkpoint_file!r}")
-    dictionary = Path(dict_file) if dict_file is not None else checkpoint.parent / "dict.txt"
-    if not dictionary.is_file():
-        raise FileNotFoundError(
-            f"dictionary {str(dictionary)!r} not found: a fairseq RoBERTa folder holds dict.txt next to "
-            "model.pt (or pass --dict)"
-        )
-    return checkpoint, dictionary
-
-
-def load_checkpoint(path: Path) -> dict:
-    """torch.load a fairseq checkpoint onto the CPU, with an error that says what it is not."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as error:  # not a torch file at all, truncated, ...
-        raise ValueError(f"{str(path)!r} is not a fairseq RoBERTa checkpoint: torch.load failed "
-                         f"({type(error).__name__}: {error})") from error
-    if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
-        found = sorted(state)[:10] if isinstance(state, Mapping) else type(state).__name__
-        raise ValueError(f"{str(path)!r} is not a fairseq checkpoint: expected a dict with a 'model' "
-                         f"state dict, found {found}")
-    return dict(state)
 
 
 def detect_layout(model_state: Mapping) -> str:
@@ -231,44 +195,6 @@ def check_vocabulary(model_state: Mapping, dict_path: Path, layout: str) -> int:
 # the saved configuration
 
 
-def _get(obj, key, default=None):
-    if isinstance(obj, Mapping):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
-
-
-def _set(obj, key, value) -> None:
-    if isinstance(obj, argparse.Namespace):
-        setattr(obj, key, value)
-    else:
-        obj[key] = value
-
-
-def _config_sections(state: Mapping):
-    """(args, cfg) deep copies; exactly one is not None. The model section is ``args`` itself or
-    ``cfg['model']`` (a Namespace for legacy models such as RoBERTa, or a dict)."""
-    if state.get("cfg") is not None:
-        cfg = state["cfg"]
-        try:
-            from omegaconf import OmegaConf
-
-            if OmegaConf.is_config(cfg):
-                cfg = OmegaConf.to_container(cfg, resolve=True)
-        except ImportError:  # pragma: no cover - omegaconf comes with fairseq
-            pass
-        cfg = copy.deepcopy(dict(cfg))
-        if cfg.get("model") is None:
-            raise ValueError("the checkpoint's cfg has no 'model' section: cannot write a loadable config")
-        if isinstance(cfg["model"], Mapping):
-            cfg["model"] = dict(cfg["model"])
-        if isinstance(cfg.get("task"), Mapping):
-            cfg["task"] = dict(cfg["task"])
-        return None, cfg
-    if state.get("args") is not None:
-        return copy.deepcopy(state["args"]), None
-    raise ValueError("the checkpoint has neither 'cfg' nor 'args': fairseq cannot rebuild a model from it")
-
-
 def model_dims(model_section, model_state: Mapping, layers: int) -> Dict[str, int]:
     """Layer count and widths, from the state dict (authoritative) and the config (for heads)."""
     embed_dim = model_state[TOKENS_KEY].shape[1]
@@ -306,7 +232,7 @@ def rewrite_config(state: Mapping, dims, windows, max_positions):
     """(args, cfg) of the converted checkpoint: model section as Longformer's, task longformer_mlm
     with blocks of ``max_positions`` and the batch padding multiple (``batch_pad_multiple``)."""
     pad_multiple = batch_pad_multiple(windows, max_positions)
-    args, cfg = _config_sections(state)
+    args, cfg = config_sections(state)
     if args is not None:
         rewrite_model_section(args, dims, windows, max_positions)
         args.task, args.pad_to_multiple = TASK, pad_multiple
@@ -348,13 +274,6 @@ def convert_state_dict(model_state: Mapping, max_positions: int, init: str,
 # writing
 
 
-def _copier(path: Path):
-    def write(handle):
-        with open(path, "rb") as source:
-            shutil.copyfileobj(source, handle)
-    return write
-
-
 def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, attention_window="256",
                                init_positions: str = "copy", checkpoint_file: str = "model.pt",
                                dict_file=None, seed: int = 1, overwrite: bool = False) -> ConversionResult:
@@ -369,18 +288,12 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
     if not isinstance(max_positions, int) or max_positions < 1:
         raise ValueError(f"--max-positions must be a positive int, got {max_positions!r}")
     checkpoint_path, dict_path = resolve_source(source, checkpoint_file, dict_file)
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--output {str(out_dir)!r} exists and is not a folder")
-    if out_dir.is_dir() and out_dir.resolve() == checkpoint_path.parent.resolve():
-        raise ValueError(f"--output {str(out_dir)!r} is the source folder: choose a new folder")
-    if (out_dir / "model.pt").exists() and not overwrite:
-        raise ValueError(f"--output {str(out_dir)!r} already holds model.pt: pass --overwrite to replace it")
+    out_dir = check_output(out_dir, checkpoint_path, overwrite)
 
     state = load_checkpoint(checkpoint_path)
     layout = detect_layout(state["model"])
     model_state = to_current_layout(state["model"])
-    args, cfg = _config_sections(state)
+    args, cfg = config_sections(state)
     model_section = args if args is not None else cfg["model"]
     cfg_layers = _get(model_section, "encoder_layers")
     layers = check_roberta_state(model_state, layout, cfg_layers, checkpoint_path)
@@ -406,26 +319,7 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
     output = {"args": new_args, "cfg": new_cfg, "model": new_state,
               **fresh_training_state({"longformer_conversion": provenance})}
 
-    files = {"dict.txt": _copier(dict_path)}
-    copied = []
-    for name in TOKENIZER_FILES:
-        extra = checkpoint_path.parent / name
-        if extra.is_file():
-            files[name] = _copier(extra)
-            copied.append(name)
-    files["model.pt"] = lambda f: torch.save(output, f)  # last: its presence means the folder is complete
-
-    created = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        with atomic_files(out_dir, list(files)) as temps:  # published in order: model.pt last
-            for name, writer in files.items():
-                with open(temps[name], "wb") as handle:
-                    writer(handle)
-    except BaseException:
-        if created:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        raise
+    copied = write_folder(out_dir, output, dict_path, checkpoint_path.parent)
     if dropped:
         logger.warning(f"dropped {len(dropped)} keys not part of an MLM model: {dropped[:5]}")
     logger.info(f"converted {checkpoint_path} ({layout} layout, {source_positions} positions) -> "

@@ -15,9 +15,8 @@ from fairseq.models.roberta.model import base_architecture as roberta_base_archi
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr, safe_hasattr
 
-from longformer_kernels import IMPLEMENTATIONS
 from ..global_projections import add_missing_global_projections, copy_local_to_global
-from ..modules.attention_configs import attention_configs
+from ..modules.attention_configs import add_attention_args, attention_configs
 from ..modules.encoder import LongformerEncoder
 from ..modules.self_attention import LongformerSelfAttention
 from .freezing import apply_from_args as apply_freezing_from_args
@@ -60,16 +59,7 @@ class LongformerModel(RobertaModel):
     @staticmethod
     def add_args(parser):
         RobertaModel.add_args(parser)
-        parser.add_argument("--attention-window", type=str, metavar="W",
-                            help="one-sided attention window w (each token sees w tokens on each "
-                                 "side): one value, or one per layer separated by commas")
-        parser.add_argument("--attention-dilation", type=str, metavar="D",
-                            help="dilation: one value, one per layer ('1,1,2,2'), or per layer "
-                                 "and head ('1:2:1:2,...')")
-        parser.add_argument("--attention-causal", action="store_true",
-                            help="left-to-right sliding window (token i sees i-w .. i)")
-        parser.add_argument("--attention-impl", choices=IMPLEMENTATIONS,
-                            help="attention implementation: auto = Triton on CUDA, PyTorch on CPU")
+        add_attention_args(parser)
         # fairseq's transformer declares these, RoBERTa's add_args does not; the encoder's
         # build_encoder_layer reads them (activation checkpointing per layer).
         parser.add_argument("--checkpoint-activations", action="store_true",

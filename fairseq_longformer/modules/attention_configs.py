@@ -11,9 +11,26 @@ from typing import Optional, Tuple
 
 from fairseq.utils import safe_getattr
 
-from longformer_kernels import AttentionPattern, parse_dilation, parse_per_layer
+from longformer_kernels import IMPLEMENTATIONS, AttentionPattern, parse_dilation, parse_per_layer
 
 from .self_attention import LongformerAttentionConfig
+
+
+def add_attention_args(parser, causal: bool = True) -> None:
+    """Declare the ``--attention-*`` flags ``attention_configs`` reads, for every model that
+    builds Longformer attention. ``causal=False`` leaves out --attention-causal, for a stack that
+    is never causal (LED's encoder: its decoder is fairseq's own)."""
+    parser.add_argument("--attention-window", type=str, metavar="W",
+                        help="one-sided attention window w (each token sees w tokens on each "
+                             "side): one value, or one per layer separated by commas")
+    parser.add_argument("--attention-dilation", type=str, metavar="D",
+                        help="dilation: one value, one per layer ('1,1,2,2'), or per layer "
+                             "and head ('1:2:1:2,...')")
+    if causal:
+        parser.add_argument("--attention-causal", action="store_true",
+                            help="left-to-right sliding window (token i sees i-w .. i)")
+    parser.add_argument("--attention-impl", choices=IMPLEMENTATIONS,
+                        help="attention implementation: auto = Triton on CUDA, PyTorch on CPU")
 
 
 def attention_configs(args, side: str, global_projections: Optional[bool] = None,

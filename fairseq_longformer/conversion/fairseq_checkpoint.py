@@ -1,0 +1,150 @@
+"""Reading a fairseq checkpoint folder and writing a converted one: what every converter of a
+fairseq checkpoint shares (RoBERTa -> Longformer in ``roberta.py``, BART -> LED in ``bart.py``).
+
+  * ``resolve_source`` / ``load_checkpoint``: the source folder (or file) and its dict.txt, with
+    errors naming what is missing or what the file is not;
+  * ``config_sections``, ``config_get``, ``config_set``: the saved configuration, either
+    ``cfg`` (Hydra era) or ``args`` (an older argparse Namespace), copied so it can be rewritten;
+  * ``check_output``: the output folder checks, run before anything is read or written;
+  * ``write_folder``: model.pt, dict.txt and the tokenizer files found next to the source,
+    written under temporary names and moved into place, model.pt last (``atomic.atomic_files``);
+    a folder this call created is removed again on an error.
+
+Security: fairseq checkpoints pickle ``argparse.Namespace`` / omegaconf objects, so they are read
+with ``torch.load(weights_only=False)``, as fairseq itself does. Convert only files you trust.
+"""
+import argparse
+import copy
+import logging
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+import torch
+
+from ..atomic import atomic_files
+
+logger = logging.getLogger(__name__)
+
+# Tokenizer files fairseq's hub loader looks for next to model.pt: copied along when present.
+TOKENIZER_FILES = ("encoder.json", "vocab.bpe", "sentencepiece.bpe.model", "merges.txt",
+                   "vocab.json", "bpecodes", "code")
+
+
+def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None,
+                   kind: str = "RoBERTa") -> Tuple[Path, Path]:
+    """A folder (``folder/checkpoint_file``) or a checkpoint file; dict.txt next to it by default."""
+    path = Path(source)
+    if path.is_dir():
+        checkpoint = path / checkpoint_file
+    elif path.is_file():
+        checkpoint = path
+    else:
+        raise FileNotFoundError(f"--source {str(source)!r}: no such file or folder")
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"--source {str(source)!r}: the folder has no checkpoint {checkpoint_file!r}")
+    dictionary = Path(dict_file) if dict_file is not None else checkpoint.parent / "dict.txt"
+    if not dictionary.is_file():
+        raise FileNotFoundError(
+            f"dictionary {str(dictionary)!r} not found: a fairseq {kind} folder holds dict.txt next to "
+            "model.pt (or pass --dict)"
+        )
+    return checkpoint, dictionary
+
+
+def load_checkpoint(path: Path, kind: str = "RoBERTa") -> dict:
+    """torch.load a fairseq checkpoint onto the CPU, with an error that says what it is not."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as error:  # not a torch file at all, truncated, ...
+        raise ValueError(f"{str(path)!r} is not a fairseq {kind} checkpoint: torch.load failed "
+                         f"({type(error).__name__}: {error})") from error
+    if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
+        found = sorted(state)[:10] if isinstance(state, Mapping) else type(state).__name__
+        raise ValueError(f"{str(path)!r} is not a fairseq checkpoint: expected a dict with a 'model' "
+                         f"state dict, found {found}")
+    return dict(state)
+
+
+def config_get(obj, key, default=None):
+    """``key`` of a config section, a Mapping or a Namespace."""
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def config_set(obj, key, value) -> None:
+    if isinstance(obj, argparse.Namespace):
+        setattr(obj, key, value)
+    else:
+        obj[key] = value
+
+
+def config_sections(state: Mapping):
+    """(args, cfg) deep copies; exactly one is not None. The model section is ``args`` itself or
+    ``cfg['model']`` (a Namespace for legacy models such as RoBERTa and BART, or a dict)."""
+    if state.get("cfg") is not None:
+        cfg = state["cfg"]
+        try:
+            from omegaconf import OmegaConf
+
+            if OmegaConf.is_config(cfg):
+                cfg = OmegaConf.to_container(cfg, resolve=True)
+        except ImportError:  # pragma: no cover - omegaconf comes with fairseq
+            pass
+        cfg = copy.deepcopy(dict(cfg))
+        if cfg.get("model") is None:
+            raise ValueError("the checkpoint's cfg has no 'model' section: cannot write a loadable config")
+        if isinstance(cfg["model"], Mapping):
+            cfg["model"] = dict(cfg["model"])
+        if isinstance(cfg.get("task"), Mapping):
+            cfg["task"] = dict(cfg["task"])
+        return None, cfg
+    if state.get("args") is not None:
+        return copy.deepcopy(state["args"]), None
+    raise ValueError("the checkpoint has neither 'cfg' nor 'args': fairseq cannot rebuild a model from it")
+
+
+def check_output(out_dir, checkpoint_path: Path, overwrite: bool) -> Path:
+    """Raise ValueError unless ``out_dir`` can receive a converted checkpoint (run before the
+    source is even read, so a wrong command fails at once)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--output {str(out_dir)!r} exists and is not a folder")
+    if out_dir.is_dir() and out_dir.resolve() == checkpoint_path.parent.resolve():
+        raise ValueError(f"--output {str(out_dir)!r} is the source folder: choose a new folder")
+    if (out_dir / "model.pt").exists() and not overwrite:
+        raise ValueError(f"--output {str(out_dir)!r} already holds model.pt: pass --overwrite to replace it")
+    return out_dir
+
+
+def _copier(path: Path) -> Callable:
+    def write(handle):
+        with open(path, "rb") as source:
+            shutil.copyfileobj(source, handle)
+    return write
+
+
+def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> List[str]:
+    """Write ``checkpoint`` as out_dir/model.pt with dict.txt and the tokenizer files found in
+    ``source_folder``; model.pt is published last, so its presence means the folder is complete.
+    Returns the tokenizer files copied."""
+    files: Dict[str, Callable] = {"dict.txt": _copier(dict_path)}
+    copied = [name for name in TOKENIZER_FILES if (source_folder / name).is_file()]
+    for name in copied:
+        files[name] = _copier(source_folder / name)
+    files["model.pt"] = lambda f: torch.save(checkpoint, f)
+
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_files(out_dir, list(files)) as temps:  # published in order: model.pt last
+            for name, writer in files.items():
+                with open(temps[name], "wb") as handle:
+                    writer(handle)
+    except BaseException:
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    return copied
