@@ -51,6 +51,7 @@ setup(
             "longformer-train = fairseq_longformer.cli.train:main",
             "longformer-bench = fairseq_longformer.cli.bench:main",
             "longformer-preprocess = longformer_preprocessing.cli:main",
+            "longformer-preprocess-chars = longformer_preprocessing.chars:main",
             "longformer-prepare-task = longformer_preprocessing.task_data:main",
             "longformer-convert-roberta = fairseq_longformer.cli.convert_roberta:main",
             "longformer-convert-bart = fairseq_longformer.cli.convert_bart:main",

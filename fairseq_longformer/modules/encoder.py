@@ -11,13 +11,11 @@ Shapes: src_tokens (B, N); hidden states (N, B, C) as in fairseq.
 from typing import Optional, Sequence
 
 import torch
-from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerEncoder
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
 from longformer_kernels import AttentionMasks
-from .layers import LongformerEncoderLayer
+from .layers import LongformerEncoderLayer, wrap_layer
 from .self_attention import LongformerAttentionConfig
 
 
@@ -34,13 +32,7 @@ class LongformerEncoder(TransformerEncoder):
         del self._pending_layer_configs
 
     def build_encoder_layer(self, args):
-        layer = LongformerEncoderLayer(args, next(self._pending_layer_configs))
-        # the same wrapping fairseq's own build_encoder_layer does
-        checkpoint = getattr(args, "checkpoint_activations", False)
-        if checkpoint:
-            layer = checkpoint_wrapper(layer, offload_to_cpu=getattr(args, "offload_activations", False))
-        min_params_to_wrap = 0 if checkpoint else getattr(args, "min_params_to_wrap", 100_000_000)
-        return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+        return wrap_layer(LongformerEncoderLayer(args, next(self._pending_layer_configs)), args)
 
     def forward(
         self,

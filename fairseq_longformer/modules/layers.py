@@ -1,12 +1,17 @@
 """fairseq's Transformer layers with Longformer self-attention: each overrides one builder.
 
 ``LongformerEncoderLayer`` (RoBERTa's and BART's encoders) and ``LongformerDecoderLayer`` (a
-decoder-only, causal LM) build their self-attention from a ``LongformerAttentionConfig`` given
-at construction; everything else (feed-forward, layer norms, cross-attention) is fairseq's own.
+decoder-only, causal LM: ``longformer_lm``) build their self-attention from a
+``LongformerAttentionConfig`` given at construction (the decoder layer's also decodes step by
+step with a bounded cache: ``incremental.py``); everything else (feed-forward, layer norms,
+cross-attention) is fairseq's own.
 fairseq's ``__init__`` calls ``build_self_attention``, so the config is set before it runs.
 """
+from fairseq.distributed import fsdp_wrap
 from fairseq.modules import TransformerDecoderLayer, TransformerEncoderLayer
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
+from .incremental import IncrementalLongformerSelfAttention
 from .self_attention import LongformerAttentionConfig, LongformerSelfAttention
 
 
@@ -22,7 +27,8 @@ class LongformerEncoderLayer(TransformerEncoderLayer):
 
 
 class LongformerDecoderLayer(TransformerDecoderLayer):
-    """A fairseq decoder layer whose self-attention is LongformerSelfAttention (causal)."""
+    """A fairseq decoder layer whose self-attention is causal Longformer attention that also
+    decodes step by step (``IncrementalLongformerSelfAttention``)."""
 
     def __init__(self, args, attention: LongformerAttentionConfig, no_encoder_attn: bool = False):
         if not attention.pattern.causal:
@@ -33,4 +39,15 @@ class LongformerDecoderLayer(TransformerDecoderLayer):
     def build_self_attention(self, embed_dim, args, add_bias_kv=False, add_zero_attn=False):
         if add_bias_kv or add_zero_attn:
             raise ValueError("LongformerSelfAttention does not support add_bias_kv / add_zero_attn")
-        return LongformerSelfAttention(embed_dim, args.decoder_attention_heads, self.attention_config)
+        return IncrementalLongformerSelfAttention(embed_dim, args.decoder_attention_heads, self.attention_config)
+
+
+def wrap_layer(layer, args):
+    """The wrapping fairseq's own build_encoder_layer / build_decoder_layer give a layer:
+    activation checkpointing (--checkpoint-activations, --offload-activations), then FSDP."""
+    checkpoint = getattr(args, "checkpoint_activations", False)
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=getattr(args, "offload_activations", False))
+    # a checkpointed layer is always FSDP-wrapped, as fairseq does
+    min_params_to_wrap = 0 if checkpoint else getattr(args, "min_params_to_wrap", 100_000_000)
+    return fsdp_wrap(layer, min_num_params=min_params_to_wrap)

@@ -228,8 +228,6 @@ class LongformerSelfAttention(nn.Module):
         """
         if unsupported:
             raise TypeError(f"LongformerSelfAttention does not support {sorted(unsupported)}")
-        if incremental_state is not None:
-            raise NotImplementedError("LongformerSelfAttention has no incremental (step-by-step) decoding yet")
         if attn_mask is not None and not (self.config.pattern.causal
                                           and tuple(attn_mask.shape) == (query.shape[0], query.shape[0])):
             raise ValueError("LongformerSelfAttention takes no attn_mask (the pattern defines the mask); a "
@@ -238,6 +236,8 @@ class LongformerSelfAttention(nn.Module):
             raise ValueError("LongformerSelfAttention does not return attention weights (need_weights=False)")
         if (key is not None and key is not query) or (value is not None and value is not query):
             raise ValueError("LongformerSelfAttention is self-attention only: key and value must be query")
+        if incremental_state is not None:
+            return self.incremental_forward(query, key_padding_mask, incremental_state), None
         masks = key_padding_mask if isinstance(key_padding_mask, AttentionMasks) else AttentionMasks(key_padding_mask)
         out = self.attend(query, masks)
 
@@ -256,12 +256,22 @@ class LongformerSelfAttention(nn.Module):
             bias = bias + zero
         return F.linear(out, self.out_proj.weight, bias), None
 
+    # Step-by-step decoding lives in the causal subclass (incremental.py,
+    # IncrementalLongformerSelfAttention, which the decoder layer builds); this class has none.
     # fairseq's TransformerDecoderLayer asks every self-attention for its incremental-decoding
-    # buffer before calling it; there is none until step-by-step decoding exists.
+    # buffer before calling it.
+    def incremental_forward(self, query: Tensor, key_padding_mask, incremental_state: dict) -> Tensor:
+        """(T, B, C) new positions -> (T, B, C), with a cache in ``incremental_state``."""
+        raise NotImplementedError(_NO_INCREMENTAL)
+
     def _get_input_buffer(self, incremental_state) -> dict:
         if incremental_state is not None:
-            raise NotImplementedError("LongformerSelfAttention has no incremental (step-by-step) decoding yet")
+            raise NotImplementedError(_NO_INCREMENTAL)
         return {}
 
     def _set_input_buffer(self, incremental_state, buffer) -> None:
-        raise NotImplementedError("LongformerSelfAttention has no incremental (step-by-step) decoding yet")
+        raise NotImplementedError(_NO_INCREMENTAL)
+
+
+_NO_INCREMENTAL = ("this LongformerSelfAttention has no incremental (step-by-step) decoding; a causal "
+                   "decoder layer's IncrementalLongformerSelfAttention (modules/incremental.py) has")

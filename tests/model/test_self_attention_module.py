@@ -135,7 +135,8 @@ def _with_mask(forward, mask):
     return call
 
 
-def test_decoder_layer_refuses_non_causal_and_incremental_calls():
+def test_decoder_layer_refuses_non_causal_and_padded_incremental_calls():
+    """(Step-by-step decoding itself is tested in tests/charlm.)"""
     args = decoder_args()
     with pytest.raises(ValueError, match="causal"):
         LongformerDecoderLayer(args, LongformerAttentionConfig(AttentionPattern(3)))
@@ -143,8 +144,9 @@ def test_decoder_layer_refuses_non_causal_and_incremental_calls():
         LongformerAttentionConfig(AttentionPattern(3, causal=True), global_projections=True)
     layer = LongformerDecoderLayer(args, LongformerAttentionConfig(AttentionPattern(3, causal=True),
                                                                    global_projections=False), no_encoder_attn=True)
-    with pytest.raises(NotImplementedError, match="incremental"):
-        layer(torch.randn(5, 1, HIDDEN), incremental_state={})
+    with pytest.raises(ValueError, match="padding"):
+        layer(torch.randn(5, 1, HIDDEN), incremental_state={},
+              self_attn_padding_mask=torch.tensor([[False, False, False, False, True]]))
 
 
 @pytest.mark.parametrize("global_tokens,p_drop", [(False, 0.0), (True, 0.0), (True, 0.2)])
