@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: set up, then pretrain a small Longformer on the bundled corpus on a laptop CPU.
+# The main job: set up, then pretrain a small Longformer on the bundled corpus on a laptop CPU,
+# and show that it learned.
 #
 #   bash recipes/quickstart.sh [extra fairseq-train flags]
 #
@@ -7,23 +8,34 @@
 # 2. longformer-preprocess   data/kjv (66 public-domain books) -> sentencepiece (8,000 pieces,
 #                            trained on the corpus) -> fairseq binaries with document breaks
 #                            (skipped when already done)
-# 3. fairseq-train           a 4-layer, 256-wide Longformer, window w = 64 tokens each side,
-#                            blocks of 1,024 tokens, masked LM, BPC logged as loss/bpc
+# 3. fairseq-train           a 3-layer, 128-wide pre-layernorm Longformer whose windows grow over
+#                            the layers (w = 2, 8, 64 tokens each side: the paper's "increasing
+#                            windows"), blocks of 1,024 tokens, masked LM (40% of the training
+#                            tokens masked; valid keeps the standard 15%), BPC logged as loss/bpc
+# 4. longformer-report       first and last valid BPC against the valid set's unigram entropy,
+#                            accuracy, tokens/s, bpc.png beside the checkpoints, and a fill-mask
+#                            demo on held-out sentences through fairseq's hub interface
 # Re-running the same command resumes from the last checkpoint (fairseq loads
 # $SAVE_DIR/checkpoint_last.pt); a finished run stops at once.
 #
+# Why these settings (measured on the same data, valid BPC at 800 updates): one window of 64 in
+# every layer leaves the model near the unigram plateau for thousands of updates (8.10); a
+# window of 4 below a window of 64 learns local structure at once (7.62); 2, 8, 64 over three
+# layers is faster still (7.24 at 400 updates). Masking 40% of the training tokens (valid still
+# 15%) adds about 0.15 bits at the same update.
+#
 # Environment (defaults):
 #   WORK=work                     where data and checkpoints go
-#   MAX_UPDATE=300                training length (about 8 minutes on 2 cores)
-#   SAVE_INTERVAL_UPDATES=50      checkpoint every this many updates
+#   MAX_UPDATE=2000               training length (about 9 minutes on 2 cores)
+#   SAVE_INTERVAL_UPDATES=100     checkpoint every this many updates
 #   THREADS=2                     torch threads
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 WORK="${WORK:-work}"
-MAX_UPDATE="${MAX_UPDATE:-300}"
-SAVE_INTERVAL_UPDATES="${SAVE_INTERVAL_UPDATES:-50}"
+MAX_UPDATE="${MAX_UPDATE:-2000}"
+SAVE_INTERVAL_UPDATES="${SAVE_INTERVAL_UPDATES:-100}"
 THREADS="${THREADS:-2}"
 DATA="$WORK/data-bin/kjv"
 SAVE_DIR="$WORK/checkpoints/quickstart"
@@ -40,14 +52,14 @@ start=$SECONDS
 fairseq-train "$DATA" \
   --user-dir fairseq_longformer \
   --arch longformer_base --task longformer_mlm --criterion longformer_mlm \
-  --encoder-layers 4 --encoder-embed-dim 256 --encoder-ffn-embed-dim 1024 --encoder-attention-heads 4 \
-  --attention-window 64 --pad-to-multiple 64 \
+  --encoder-layers 3 --encoder-embed-dim 128 --encoder-ffn-embed-dim 512 --encoder-attention-heads 4 \
+  --encoder-normalize-before --attention-window 2,8,64 --pad-to-multiple 64 \
   --tokens-per-sample 1024 --max-positions 1024 --sample-break-mode complete_doc \
-  --dropout 0.1 --attention-dropout 0.0 \
+  --train-mask-prob 0.4 --dropout 0.0 --attention-dropout 0.0 \
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0 \
-  --lr 1e-3 --lr-scheduler polynomial_decay --warmup-updates 30 --total-num-update "$MAX_UPDATE" --power 1 \
+  --lr 2e-3 --lr-scheduler polynomial_decay --warmup-updates 100 --total-num-update "$MAX_UPDATE" --power 1 \
   --batch-size 2 --update-freq 1 --max-update "$MAX_UPDATE" \
-  --validate-interval-updates 50 --save-interval-updates "$SAVE_INTERVAL_UPDATES" \
+  --validate-interval-updates 100 --save-interval-updates "$SAVE_INTERVAL_UPDATES" \
   --keep-interval-updates 1 --no-epoch-checkpoints \
   --save-dir "$SAVE_DIR" --log-format simple --log-interval 10 \
   --seed 1 --cpu --num-workers 0 \

@@ -15,7 +15,7 @@ def quickstart(work: Path, max_update: int, *extra: str) -> subprocess.Popen:
     env = dict(os.environ, WORK=str(work), MAX_UPDATE=str(max_update), SAVE_INTERVAL_UPDATES="3")
     return subprocess.Popen(
         ["bash", str(REPO / "recipes" / "quickstart.sh"), "--log-format", "json", "--log-interval", "1",
-         "--validate-interval-updates", "3", *extra],
+         "--validate-interval-updates", "3", "--warmup-updates", "3", *extra],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,  # its own process group, so SIGKILL reaches fairseq-train too
     )

@@ -121,3 +121,27 @@ def test_batch_pad_multiple_divides_the_block_and_every_window():
     assert batch_pad_multiple([32, 32, 64], 1024) == 32
     assert batch_pad_multiple([256], 1000) == 8  # a window that does not divide the block
     assert batch_pad_multiple([0, 16], 128) == 16  # w = 0 imposes nothing
+
+
+def masked_fraction(task, split):
+    dataset = task.dataset(split)
+    pad = task.source_dictionary.pad()
+    masked = tokens = 0
+    for i in range(len(dataset)):
+        target = dataset[i]["target"]  # one block, unpadded: pad marks the positions not masked
+        masked += int(target.ne(pad).sum())
+        tokens += len(target)
+    return masked / tokens
+
+
+def test_train_mask_prob_masks_only_the_training_split(kjv_data_bin):
+    """--train-mask-prob 0.4 masks 40% of the training tokens; valid keeps --mask-prob's 15%, so
+    valid BPC is the same metric whatever the training rate."""
+    task = setup_task(kjv_data_bin, train_mask_prob=0.4)
+    task.load_dataset("train")
+    task.load_dataset("valid")
+    assert masked_fraction(task, "train") == pytest.approx(0.4, abs=0.02)
+    assert masked_fraction(task, "valid") == pytest.approx(0.15, abs=0.02)
+    assert task.cfg.mask_prob == 0.15
+    with pytest.raises(ValueError, match="--train-mask-prob must be in"):
+        setup_task(kjv_data_bin, train_mask_prob=1.5).load_dataset("train")

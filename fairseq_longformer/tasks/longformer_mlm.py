@@ -91,6 +91,11 @@ class LongformerMLMConfig(MaskedLMConfig):
         metadata={"help": "how blocks are cut: complete_doc keeps whole lines and never crosses "
                           "a document boundary (an empty line); none, complete, eos as in fairseq"},
     )
+    train_mask_prob: float = field(
+        default=-1.0, metadata={"help": "masking rate of the training split only (default: "
+                                        "--mask-prob); validation keeps --mask-prob, so BPC stays the "
+                                        "same metric whatever the training rate"}
+    )
     pad_to_multiple: int = field(
         default=256, metadata={"help": "pad each batch to the next multiple of this, not to "
                                        "--tokens-per-sample; it must divide --tokens-per-sample (a full "
@@ -107,6 +112,8 @@ class LongformerMLMTask(MaskedLMTask):
         super().__init__(cfg, dictionary)
         if cfg.pad_to_multiple < 1:
             raise ValueError(f"--pad-to-multiple must be >= 1, got {cfg.pad_to_multiple}")
+        # fairseq's --train-subset is not part of the task's config; "train" unless set otherwise
+        self.train_split = "train"
         if getattr(cfg, "d2v2_multi", False):
             raise ValueError("--d2v2-multi (data2vec's multi-modal batches) is not supported by "
                              "longformer_mlm: use fairseq's masked_lm task for data2vec")
@@ -130,6 +137,19 @@ class LongformerMLMTask(MaskedLMTask):
                 f"divides {length} (e.g. {math.gcd(length, multiple)})"
             )
         return model
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        rate = self.cfg.train_mask_prob
+        if rate < 0 or split != self.train_split:
+            return super().load_dataset(split, epoch, combine, **kwargs)
+        if not 0.0 < rate < 1.0:
+            raise ValueError(f"--train-mask-prob must be in (0, 1), got {rate}")
+        evaluation_rate = self.cfg.mask_prob
+        self.cfg.mask_prob = rate  # fairseq's MaskedLMTask reads the rate from cfg while it builds the split
+        try:
+            return super().load_dataset(split, epoch, combine, **kwargs)
+        finally:
+            self.cfg.mask_prob = evaluation_rate
 
     def _load_dataset_split(self, split, epoch, combine):
         paths = utils.split_paths(self.cfg.data)
