@@ -19,7 +19,8 @@ def plot_bpc(log: TrainingLog, baseline: UnigramBaseline, path: Path, title: str
                         ("valid", dict(color="tab:orange", marker="o", ms=3, lw=1.5))):
         points = log.series(kind, "bpc")
         if points:
-            ax.plot(*zip(*points), label=f"{kind} BPC", **style)
+            # train BPC is scored on the training masks, whose rate may differ (--train-mask-prob)
+            ax.plot(*zip(*points), label=f"{kind} BPC" + (" (training masks)" if kind == "train" else ""), **style)
     ax.axhline(baseline.cross_entropy_from_train, color="gray", ls=":", lw=1,
                label=f"train unigram on {baseline.split} ({baseline.cross_entropy_from_train:.2f})")
     ax.axhline(baseline.entropy, color="black", ls="--", lw=1,
