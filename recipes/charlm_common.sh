@@ -67,6 +67,10 @@ set -euo pipefail
 
 RECIPES_DIR="${RECIPES_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 REPO="${REPO:-$(cd "$RECIPES_DIR/.." && pwd)}"
+# the project's interpreter even when the venv is not activated (CI runs the tests that way)
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x "$REPO/.venv/bin/python" ]]; then PYTHON="$REPO/.venv/bin/python"; else PYTHON=python3; fi
+fi
 
 charlm_die() {
   echo "error: $*" >&2
@@ -136,7 +140,7 @@ charlm_settings() {
 # Prints the per-phase windows, one comma-separated line per phase: the model's own rule
 # (growing_windows), the phase-1 range doubled per phase, capped at the phase's length.
 charlm_windows() {
-  python - "$DECODER_LAYERS" "$WINDOW_BOTTOM" "$WINDOW_TOP" "${SEQ_ARRAY[@]}" <<'EOF'
+  "$PYTHON" - "$DECODER_LAYERS" "$WINDOW_BOTTOM" "$WINDOW_TOP" "${SEQ_ARRAY[@]}" <<'EOF'
 import sys
 from fairseq_longformer.models.longformer_lm import growing_windows
 layers, bottom, top, *lengths = map(int, sys.argv[1:])

@@ -20,6 +20,8 @@ CORPUS=kjv
 PREPARE_FORMAT=chars
 # shellcheck source=charlm_common.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/charlm_common.sh"
+# the project's venv (scripts/install.sh), when there is one: fairseq-train and friends on PATH
+if [[ -f "${VENV:-$REPO/.venv}/bin/activate" ]]; then source "${VENV:-$REPO/.venv}/bin/activate"; fi
 
 OUT="${OUT:-work/charlm-demo}"
 DATA="${DATA:-$OUT/data}"
@@ -46,15 +48,15 @@ mkdir -p "$OUT"
 charlm_settings  # here too: the pipeline below runs charlm_main in a subshell
 charlm_main 2>&1 | tee "$OUT/log.txt"
 
-unigram=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['unigram_bits_per_char']['valid'])" "$DATA/chars.json")
+unigram=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['unigram_bits_per_char']['valid'])" "$DATA/chars.json")
 model=$(sed -n 's/.*Loss (base 2): \([0-9.]*\).*/\1/p' "$OUT/log.txt" | tail -1)
 echo
 echo "valid bits per character: unigram baseline $unigram, longformer_lm $model"
 
-symbols=$(python -c "import sys; from longformer_preprocessing.chars import text_to_symbols as t; print(t(sys.argv[1]))" "$PROMPT")
+symbols=$("$PYTHON" -c "import sys; from longformer_preprocessing.chars import text_to_symbols as t; print(t(sys.argv[1]))" "$PROMPT")
 last=${PHASES##* }
 sample=$(echo "$symbols" | fairseq-interactive "$DATA" --path "$SAVE_DIR/phase$last/checkpoint_last.pt" \
   --user-dir "$USER_DIR" --task language_modeling --sampling --sampling-topk 10 --beam 1 \
   --max-len-b "$SAMPLE_LENGTH" --cpu --seed 1 2>/dev/null | sed -n 's/^H-0\t[^\t]*\t//p')
 echo "sample (step-by-step decoding with the bounded cache):"
-python -c "import sys; from longformer_preprocessing.chars import symbols_to_text as t; print(t(sys.argv[1]))" "$sample"
+"$PYTHON" -c "import sys; from longformer_preprocessing.chars import symbols_to_text as t; print(t(sys.argv[1]))" "$sample"
