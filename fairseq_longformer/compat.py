@@ -204,6 +204,41 @@ def _resume_past_a_broken_last_checkpoint() -> None:
     load_checkpoint._longformer_patched = True
     checkpoint_utils.load_checkpoint = load_checkpoint
 
+def _keep_the_last_short_batch() -> None:
+    """fairseq-fixed 0.12.3.1's ``data_utils.batch_by_size`` drops the last batch when its size is
+    not a multiple of ``--required-batch-size-multiple`` (8 by default).
+
+    Fails without it: examples silently left out of every epoch and every validation (13 valid
+    examples with --batch-size 8 score 8), ``fairseq-generate`` translating 4 of 6 sentences, and
+    ``--batch-size`` below the multiple giving no batch at all (ZeroDivisionError). With it, the
+    dropped examples come back as a last, short batch, as fairseq before that change did.
+    """
+    from fairseq.data import data_utils
+
+    original = data_utils.batch_by_size
+    if getattr(original, "_longformer_patched", False):
+        return
+
+    def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, max_sentences=None,
+                      required_batch_size_multiple=1, fixed_shapes=None):
+        batches = original(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
+                           required_batch_size_multiple, fixed_shapes)
+        if required_batch_size_multiple <= 1 or fixed_shapes is not None:
+            return batches
+        indices = np.asarray(indices, dtype=np.int64)
+        covered = sum(len(b) for b in batches)
+        if covered == len(indices):
+            return batches
+        # the batches are consecutive runs of ``indices``: what was dropped is its tail
+        rest = original(indices[covered:], num_tokens_fn,
+                        None if num_tokens_vec is None else np.asarray(num_tokens_vec)[covered:],
+                        max_tokens, max_sentences, 1, None)
+        return list(batches) + list(rest)
+
+    batch_by_size._longformer_patched = True
+    data_utils.batch_by_size = batch_by_size
+
+
 
 # Warnings the stack prints on every run that no user of this project can act on (they concern
 # fairseq's own code). Matched by message, so every other warning still shows.
@@ -235,6 +270,7 @@ def apply() -> None:
     _torchrun_on_cpu()
     _atomic_checkpoint_copies()
     _resume_past_a_broken_last_checkpoint()
+    _keep_the_last_short_batch()
     _quiet_unactionable_warnings()
 
 

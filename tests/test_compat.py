@@ -64,3 +64,23 @@ def test_torchrun_init_without_gpus(monkeypatch):
     distributed_utils._infer_torch_distributed_launch_init(cfg)
     assert (cfg.distributed_world_size, cfg.distributed_rank, cfg.device_id) == (2, 1, 0)
     assert cfg.distributed_no_spawn
+
+
+@pytest.mark.parametrize("with_vec", [False, True])
+def test_batch_by_size_keeps_the_last_short_batch(with_vec):
+    """13 examples in batches of 8 with --required-batch-size-multiple 8: fairseq-fixed drops the
+    last 5; patched, every example is in exactly one batch, in order, the full batches unchanged."""
+    from fairseq.data import data_utils
+
+    indices = np.arange(100, 113)
+    kwargs = dict(num_tokens_vec=np.full(13, 10) if with_vec else None, max_sentences=8,
+                  required_batch_size_multiple=8)
+    batches = data_utils.batch_by_size(indices, lambda i: 10, **kwargs)
+    assert [b.tolist() for b in batches] == [list(range(100, 108)), list(range(108, 113))]
+    unpatched = data_utils.batch_by_size.__closure__  # the original is what the patch wraps
+    original = next(c.cell_contents for c in unpatched if callable(c.cell_contents)
+                    and c.cell_contents.__name__ == "batch_by_size")
+    assert [b.tolist() for b in original(indices, lambda i: 10, **kwargs)] == [list(range(100, 108))]
+    # a multiple the batches already meet: nothing added
+    assert len(data_utils.batch_by_size(np.arange(16), lambda i: 10, max_sentences=8,
+                                        required_batch_size_multiple=8)) == 2

@@ -94,10 +94,10 @@ class LEDConversionResult:
         """fairseq-generate flags: the task's source limit must be raised to the encoder's too
         (fairseq filters sources by the smaller of the task's and the model's limits).
 
-        ``--required-batch-size-multiple 1``: fairseq-fixed 0.12.3.1's ``data_utils.batch_by_size``
-        drops the last batch when its size is not a multiple of this (default 8), so without it
-        fairseq-generate silently skips up to 7 documents of the test set (seen here: 4 of 6
-        sentences translated with --batch-size 4, none with --batch-size 8)."""
+        ``--required-batch-size-multiple 1``: batches of exactly --batch-size. (fairseq-fixed
+        0.12.3.1 drops the last batch when its size is not a multiple of this, default 8; the
+        plugin's compat.py gives it back, and stock fairseq-generate without --user-dir needs this
+        flag not to skip documents.)"""
         return ["--task", "translation", "--path", str(self.checkpoint),
                 "--max-source-positions", str(self.max_positions),
                 "--max-target-positions", str(self.decoder_positions), "--required-batch-size-multiple", "1"]

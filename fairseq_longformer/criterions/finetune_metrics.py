@@ -2,7 +2,7 @@
 percentages summed over batches (``sum(numerator) / sum(denominator)`` over the whole
 validation, not a mean of per-batch ratios)."""
 import math
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 from fairseq.logging import metrics
 
@@ -20,8 +20,12 @@ def log_loss(logging_outputs) -> Optional[Callable[[str], float]]:
     return total
 
 
-def log_percent(name: str, numerator: str, denominator: str, total: Callable[[str], float]) -> None:
-    """Sum ``numerator`` and ``denominator`` over batches; ``name`` = 100 x their ratio."""
-    metrics.log_scalar_sum(numerator, total(numerator))
-    metrics.log_scalar_sum(denominator, total(denominator))
-    metrics.log_derived(name, lambda m: round(100.0 * m[numerator].sum / max(m[denominator].sum, 1), 2))
+def log_percents(numerators: Dict[str, str], denominator: str, total: Callable[[str], float]) -> None:
+    """Sum each numerator and the denominator over batches; metric ``name`` = 100 x its numerator's
+    sum / the denominator's sum. The denominator is summed once, however many metrics share it
+    (summing it once per metric counted every example twice: QA's EM and F1 came out halved)."""
+    for key in (*numerators.values(), denominator):
+        metrics.log_scalar_sum(key, total(key))
+    for name, numerator in numerators.items():
+        metrics.log_derived(name, lambda m, numerator=numerator: round(
+            100.0 * m[numerator].sum / max(m[denominator].sum, 1), 2))

@@ -4,7 +4,7 @@ import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.logging import metrics
 
-from .finetune_metrics import log_loss, log_percent
+from .finetune_metrics import log_loss, log_percents
 
 
 @register_criterion("longformer_classification")
@@ -33,7 +33,7 @@ class LongformerClassificationCriterion(FairseqCriterion):
         total = log_loss(logging_outputs)
         if total is None:
             return
-        log_percent("accuracy", "_ncorrect", "_ndocs", total)
+        log_percents({"accuracy": "_ncorrect"}, "_ndocs", total)
         classes = sorted({int(key[3:]) for log in logging_outputs for key in log if key.startswith("_tp")})
         for k in classes:
             for kind in ("tp", "fp", "fn"):

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 
-from .finetune_metrics import log_loss, log_percent
+from .finetune_metrics import log_loss, log_percents
 
 
 def normalize_answer(text: str) -> str:
@@ -99,8 +99,7 @@ class LongformerQACriterion(FairseqCriterion):
     def reduce_metrics(logging_outputs) -> None:
         total = log_loss(logging_outputs)
         if total is not None and total("_nexamples") > 0:  # evaluation only
-            log_percent("em", "_em", "_nexamples", total)
-            log_percent("f1", "_f1", "_nexamples", total)
+            log_percents({"em": "_em", "f1": "_f1"}, "_nexamples", total)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

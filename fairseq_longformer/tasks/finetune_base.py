@@ -116,19 +116,6 @@ class ExampleDataset(FairseqDataset):
     def num_tokens_vec(self, indices):
         return self._sizes[indices]
 
-    def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
-        """fairseq's batches, plus the examples it leaves out: with --batch-size and
-        --required-batch-size-multiple > 1 (8 by default) fairseq 0.12's ``batch_by_size`` drops
-        the last, short batch (13 examples, batch 8: one batch of 8), which would silently leave
-        examples out of every validation."""
-        batches = super().batch_by_size(indices, max_tokens, max_sentences, required_batch_size_multiple)
-        covered = sum(len(b) for b in batches)
-        if covered < len(indices):
-            assert np.array_equal(np.concatenate(batches) if batches else indices[:0], indices[:covered])
-            rest = super().batch_by_size(indices[covered:], max_tokens, max_sentences, 1)
-            batches = list(batches) + list(rest)
-        return batches
-
     def size(self, index):
         return int(self._sizes[index])
 

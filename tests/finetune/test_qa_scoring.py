@@ -66,3 +66,17 @@ def test_loss_sums_the_probability_of_every_occurrence():
     p_start, p_end = logits[0, :, 0].softmax(-1), logits[0, :, 1].softmax(-1)
     assert size == 1
     torch.testing.assert_close(loss, -(p_start[2] + p_start[4]).log() - p_end[0].log())
+
+
+def test_em_and_f1_are_percent_of_examples_over_batches():
+    """Two validation batches, 3 of 4 exact, F1 sum 3.5: EM 75 and F1 87.5 (the shared example
+    count summed once; summed per metric, it halved both)."""
+    from fairseq.logging import metrics
+
+    batches = [{"loss": 1.0, "sample_size": 2, "_em": 2.0, "_f1": 2.0, "_nexamples": 2},
+               {"loss": 1.0, "sample_size": 3, "_em": 1.0, "_f1": 1.5, "_nexamples": 2}]
+    with metrics.aggregate(new_root=True) as meters:
+        for logging_output in batches:  # fairseq reduces every validation batch on its own
+            LongformerQACriterion.reduce_metrics([logging_output])
+    values = meters.get_smoothed_values()
+    assert (values["em"], values["f1"]) == (75.0, 87.5)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The paper's WikiHop ablation of global attention (Table 10), in small, on CPU: a long-document
+# classification built from the bundled corpus whose label sits beyond the receptive field of
+# <s> (layers x window), four models x SEEDS trained from scratch, the table printed and saved.
+# recipes/global_ablation.py has the task, the rows and the check.
+#
+#   bash recipes/global_ablation.sh                       # ~20 minutes on 2 shared cores
+#   SEEDS=1 UPDATES=100 bash recipes/global_ablation.sh   # faster, one seed
+#
+# Environment (unset: global_ablation.py's default, shown here):
+#   OUT=work/global_ablation   ablation.md, ablation.json, logs/, data/ (reused while unchanged)
+#   SEEDS=1,2,3                ROWS=all four ("global", "global (shared Q/K/V)", "no global", "RoBERTa-length")
+#   UPDATES=200  BATCH_SIZE=16  LR=1e-3
+#   LAYERS=2 DIM=128 HEADS=4 WINDOW=32   (<s> sees LAYERS x WINDOW = 64 tokens without global attention)
+#   LONG=1024  SHORT=256       input tokens of the long models / of the RoBERTa-length row
+#   DOC_WORDS=300  NEEDLES=3  TRAIN_EXAMPLES=3200  VALID_EXAMPLES=400  VOCAB=2000
+#   THREADS=1                  torch threads per training (runs go one after another)
+# Extra arguments go to global_ablation.py last. Exit status 1 when "no global" is not below
+# every other row on every seed.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+source "${VENV:-$REPO/.venv}/bin/activate"
+export OMP_NUM_THREADS="${THREADS:-1}"
+
+ARGS=()
+add() {  # add FLAG VALUE when VALUE is set
+  if [[ -n "$2" ]]; then ARGS+=("$1" "$2"); fi
+}
+add --out "${OUT:-}"
+add --seeds "${SEEDS:-}"
+add --rows "${ROWS:-}"
+add --updates "${UPDATES:-}"
+add --batch-size "${BATCH_SIZE:-}"
+add --lr "${LR:-}"
+add --layers "${LAYERS:-}"
+add --dim "${DIM:-}"
+add --heads "${HEADS:-}"
+add --window "${WINDOW:-}"
+add --long "${LONG:-}"
+add --short "${SHORT:-}"
+add --doc-words "${DOC_WORDS:-}"
+add --train-examples "${TRAIN_EXAMPLES:-}"
+add --valid-examples "${VALID_EXAMPLES:-}"
+add --vocab "${VOCAB:-}"
+add --needles "${NEEDLES:-}"
+exec python recipes/global_ablation.py "${ARGS[@]}" "$@"
