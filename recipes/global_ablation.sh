@@ -4,7 +4,7 @@
 # <s> (layers x window), four models x SEEDS trained from scratch, the table printed and saved.
 # recipes/global_ablation.py has the task, the rows and the check.
 #
-#   bash recipes/global_ablation.sh                       # ~20 minutes on 2 shared cores
+#   bash recipes/global_ablation.sh                       # 12 trainings one after another (64 min measured at load ~15)
 #   SEEDS=1 UPDATES=100 bash recipes/global_ablation.sh   # faster, one seed
 #
 # Environment (unset: global_ablation.py's default, shown here):
