@@ -15,12 +15,12 @@ CPU interpreter reads it when the kernels are decorated).
 """
 from .api import IMPLEMENTATIONS, longformer_attention, resolve_implementation
 from .dropout import AttentionDropout
-from .pattern import AttentionMasks, AttentionPattern, parse_dilation, parse_per_layer
+from .pattern import AttentionMasks, AttentionPattern, band_bias_width, parse_dilation, parse_per_layer
 from .reference import reference_attention
 from .sliding_chunks import sliding_chunks_attention
 
 __all__ = [
-    "AttentionDropout", "AttentionMasks", "AttentionPattern", "IMPLEMENTATIONS",
+    "AttentionDropout", "AttentionMasks", "AttentionPattern", "IMPLEMENTATIONS", "band_bias_width",
     "longformer_attention", "parse_dilation", "parse_per_layer", "reference_attention",
     "resolve_implementation", "sliding_chunks_attention", "triton_longformer_attention",
 ]

@@ -28,22 +28,27 @@ def longformer_attention(q: Tensor, k: Tensor, v: Tensor,
                          q_g: Optional[Tensor], k_g: Optional[Tensor], v_g: Optional[Tensor],
                          pattern: AttentionPattern, masks: AttentionMasks = AttentionMasks(),
                          impl: str = "auto", scale: Optional[float] = None, global_rows: bool = True,
-                         dropout: Optional[AttentionDropout] = None) -> Tensor:
+                         dropout: Optional[AttentionDropout] = None,
+                         band_bias: Optional[Tensor] = None) -> Tensor:
     """Longformer attention with the implementation ``impl`` (auto, reference, torch, triton).
 
     ``global_rows=False`` is for a caller that computes the global tokens' output rows itself
     (the self-attention module does, through the weights): q_g, k_g, v_g may then be None and
     those rows of the result are unspecified. The PyTorch path and the Triton kernel skip them;
     the reference computes them from q, k, v when q_g is None. ``dropout``: ``dropout.py``.
+    ``band_bias``: (B, H, N, W) additive scores of the window keys (W = w + 1 causal, 2w + 1
+    two-sided; "Band bias" in ``pattern.py``), differentiable, or None.
     """
     impl = resolve_implementation(impl, q.device)
     if impl == "reference":
         if not global_rows and q_g is None:  # those rows are unspecified: any stand-in will do
             q_g, k_g, v_g = q, k, v
-        return reference_attention(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale, dropout=dropout)
+        return reference_attention(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale, dropout=dropout,
+                                   band_bias=band_bias)
     if impl == "torch":
         fn = sliding_chunks_attention
     else:
         # imported on first use: triton is heavy to import and absent on some machines
         from .triton_attention import triton_longformer_attention as fn
-    return fn(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale, global_rows=global_rows, dropout=dropout)
+    return fn(q, k, v, q_g, k_g, v_g, pattern, masks, scale=scale, global_rows=global_rows, dropout=dropout,
+              band_bias=band_bias)

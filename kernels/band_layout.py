@@ -113,6 +113,33 @@ class BandLayout:
         keys = torch.zeros(valid.shape, dtype=dtype, device=device).masked_fill_(~valid, BAND_MASKED)
         return band, keys.view(self.windows, 1, width)
 
+    def scores_bias(self, band: Tensor, key_bias: Tensor, band_bias: Tensor) -> Tensor:
+        """The additive score bias of every window, (S * nb, c, L), base-2 units: ``band`` +
+        ``key_bias`` (0 / -inf) plus ``band_bias`` moved into the window layout.
+
+        band_bias: (B, H, M, span + 1), already in base-2 units, column o the key at window
+        column u = r + o of query r of a chunk (the band's offsets, see ``span``). Where the
+        0 / -inf part is -inf the band bias is dropped, so its value there never matters.
+        """
+        c, width, span = self.chunk, self.width, self.span
+        # Row r of a chunk needs its span + 1 values at columns r .. r + span: the "skew" of
+        # Transformer-XL. Rows of width L + 1 (zero beyond span) read with a row stride of L
+        # put value o of row r at r * L + r + o, i.e. at column r + o; r + o < L since
+        # L >= c + span, and the columns of row r outside r .. r + span read zeros.
+        rows = band_bias.new_zeros(self.batch, self.heads, self.padded, width + 1)
+        rows[:, :, :self.length, :span + 1] = band_bias
+        skewed = rows.as_strided((self.windows, c, width), (c * (width + 1), width, 1))
+        base = band + key_bias
+        return torch.where(torch.isinf(base), base, base + skewed)
+
+    def unskew(self, grad_scores: Tensor, out: Tensor) -> None:
+        """Inverse of the skew of ``scores_bias`` for T contiguous (T, c, L) windows: out
+        (T, c, span + 1) <- grad_scores[t, r, r + o] (row stride L + 1 reads the diagonal)."""
+        count, c, width = grad_scores.shape
+        assert grad_scores.is_contiguous()
+        diagonal = grad_scores.as_strided((count, c, self.span + 1), (c * width, width + 1, 1))
+        out.copy_(diagonal)
+
     def groups(self):
         """(start, end) ranges of windows processed together."""
         for start in range(0, self.windows, self.group):

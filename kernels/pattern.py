@@ -17,6 +17,18 @@ Semantics (the reference implementation is the executable form of this text):
       zero. A row with nothing to attend to gives zeros, never NaN.
     * Scores are ``scale * q.k`` (scale defaults to D ** -0.5) and the softmax always runs in
       fp32, whatever the input dtype: fp16 scores overflow late in training (paper, sec. 3.2).
+    * Band bias (``band_bias``, optional): a (B, H, N, W) tensor added to the scores of the
+      window keys, for positional terms that depend on the query and the relative distance
+      only (Transformer-XL's (q_i + v) . W_R r_{i-j}). Column c of row i is the key
+          causal:     W = w + 1,   j = i - c * d                (c = 0 is the query itself)
+          two-sided:  W = 2w + 1,  j = i + (c - w) * d          (c = w is the query itself)
+      with d the head's dilation, and that key's score becomes
+      ``scale * q_i . k_j + band_bias[b, h, i, c]`` (added in fp32, before the fp32 softmax).
+      Global keys and the global tokens' own rows get no bias; a column whose key is outside
+      [0, N), padding or global is ignored: its value never matters (not even NaN) and its
+      gradient is zero, as is the gradient of every row that is not a local query. The bias
+      has q's dtype and device and is differentiable (its gradient is dS, the gradient of the
+      pre-softmax score, at the band positions). ``check_band_bias`` validates it.
     * Attention dropout (``dropout.py``), when given, drops probability (b, h, i, j) where a pure
       function of (seed, b, h, i, j) says so and scales the kept ones by 1 / (1 - p), after the
       softmax (the normaliser counts every allowed key), in every implementation alike.
@@ -207,3 +219,25 @@ def check_inputs(q: Tensor, k: Tensor, v: Tensor, q_g: Optional[Tensor], k_g: Op
                 f"{q.device}, {name} is {tuple(t.shape)} {t.dtype} {t.device}"
             )
     return is_global
+
+
+def band_bias_width(pattern: AttentionPattern) -> int:
+    """W, the number of band-bias columns: w + 1 (causal) or 2w + 1 (two-sided)."""
+    return pattern.window + 1 if pattern.causal else 2 * pattern.window + 1
+
+
+def check_band_bias(band_bias: Optional[Tensor], q: Tensor, pattern: AttentionPattern) -> None:
+    """Raise ValueError unless ``band_bias`` is None or a (B, H, N, W) tensor of q's dtype and
+    device, W = ``band_bias_width(pattern)`` (see "Band bias" above)."""
+    if band_bias is None:
+        return
+    batch, heads, length = q.shape[:3]
+    expected = (batch, heads, length, band_bias_width(pattern))
+    if not isinstance(band_bias, Tensor) or tuple(band_bias.shape) != expected:
+        got = tuple(band_bias.shape) if isinstance(band_bias, Tensor) else type(band_bias).__name__
+        kind = "causal: W = w + 1" if pattern.causal else "two-sided: W = 2w + 1"
+        raise ValueError(f"band_bias must have shape (B, H, N, W) = {expected} ({kind}, "
+                         f"w = {pattern.window}), got {got}")
+    if band_bias.dtype != q.dtype or band_bias.device != q.device:
+        raise ValueError(f"band_bias must have q's dtype and device ({q.dtype}, {q.device}), got "
+                         f"{band_bias.dtype}, {band_bias.device}")

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from .dropout import AttentionDropout, keep_matrix
-from .pattern import AttentionMasks, AttentionPattern, check_inputs, default_scale
+from .pattern import AttentionMasks, AttentionPattern, check_band_bias, check_inputs, default_scale
 
 
 def allowed_keys(pattern: AttentionPattern, dilation: int, padding, is_global) -> Tensor:
@@ -36,11 +36,40 @@ def allowed_keys(pattern: AttentionPattern, dilation: int, padding, is_global) -
     return allowed
 
 
+def dense_band_bias(bias: Tensor, pattern: AttentionPattern, dilation: int, padding, is_global) -> Tensor:
+    """The (N, N) additive score matrix of one (batch row, head)'s band bias (``pattern.py``).
+
+    bias: (N, W) for that row and head; ``padding`` and ``is_global``: (N,) bool lists.
+    Entry [i, j] is bias[i, c] where key j = i + (c - w) * d (causal: i - c * d) is a window
+    key of the local query i (j in [0, N), neither padding nor global); 0 elsewhere, so the
+    gradient of every other column is zero. Differentiable in ``bias``.
+    """
+    n = len(padding)
+    rows, keys, columns = [], [], []
+    for c in range(bias.shape[1]):
+        step = -c if pattern.causal else c - pattern.window
+        for i in range(n):
+            j = i + step * dilation
+            if padding[i] or is_global[i] or not 0 <= j < n or padding[j] or is_global[j]:
+                continue
+            rows.append(i)
+            keys.append(j)
+            columns.append(c)
+    dense = bias.new_zeros(n, n)
+    if rows:  # each (i, j) comes from exactly one column c, so nothing is overwritten
+        rows, keys, columns = (torch.tensor(x, device=bias.device) for x in (rows, keys, columns))
+        dense = dense.index_put((rows, keys), bias[rows, columns])
+    return dense
+
+
 def _attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, scale: float,
-            keep: Optional[Tensor], keep_scale: float) -> Tensor:
-    """softmax(scale * q k^T) v over the allowed keys of each row; rows with none give zeros.
-    ``keep`` (N, N) bool, if given, drops probabilities after the softmax (kept ones scaled)."""
+            keep: Optional[Tensor], keep_scale: float, bias: Optional[Tensor] = None) -> Tensor:
+    """softmax(scale * q k^T + bias) v over the allowed keys of each row; rows with none give
+    zeros. ``keep`` (N, N) bool, if given, drops probabilities after the softmax (kept ones
+    scaled); ``bias`` (N, N), if given, is added to the scaled scores."""
     scores = (q @ k.transpose(-1, -2)) * scale
+    if bias is not None:
+        scores = scores + bias
     scores = scores.masked_fill(~allowed, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     probs = torch.where(allowed.any(-1, keepdim=True), probs, torch.zeros_like(probs))
@@ -52,13 +81,16 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, scale: float,
 def reference_attention(q: Tensor, k: Tensor, v: Tensor,
                         q_g: Optional[Tensor], k_g: Optional[Tensor], v_g: Optional[Tensor],
                         pattern: AttentionPattern, masks: AttentionMasks = AttentionMasks(),
-                        scale: Optional[float] = None, dropout: Optional[AttentionDropout] = None) -> Tensor:
+                        scale: Optional[float] = None, dropout: Optional[AttentionDropout] = None,
+                        band_bias: Optional[Tensor] = None) -> Tensor:
     """Longformer attention computed densely in float64. Returns (B, H, N, D) in q's dtype.
 
     Differentiable (autograd through the dense float64 computation), so it also gives the
-    reference gradients of all six inputs. ``dropout``: see ``dropout.py``.
+    reference gradients of all six inputs and of ``band_bias``. ``dropout``: see
+    ``dropout.py``. ``band_bias``: (B, H, N, W) or None, see "Band bias" in ``pattern.py``.
     """
     check_inputs(q, k, v, q_g, k_g, v_g, pattern, masks)
+    check_band_bias(band_bias, q, pattern)
     batch, heads, length, head_dim = q.shape
     if q_g is None:  # no global tokens: the global projections are never read
         q_g, k_g, v_g = q, k, v
@@ -80,8 +112,11 @@ def reference_attention(q: Tensor, k: Tensor, v: Tensor,
         for h in range(heads):
             local_allowed = allowed_keys(pattern, dilations[h], pad_b, glob_b).to(q.device)
             keep_bh = None if keep is None else keep[b, h]
+            bias = None
+            if band_bias is not None:
+                bias = dense_band_bias(band_bias[b, h].double(), pattern, dilations[h], pad_b, glob_b)
             local = _attend(q[b, h].double(), k[b, h].double(), v[b, h].double(), local_allowed, scale,
-                            keep_bh, keep_scale)
+                            keep_bh, keep_scale, bias)
             glob = _attend(q_g[b, h].double(), k_g[b, h].double(), v_g[b, h].double(), global_allowed, scale,
                            keep_bh, keep_scale)
             heads_out.append(torch.where(global_rows.unsqueeze(-1), glob, local))

@@ -26,6 +26,11 @@ How it works:
     N/d) and run through the same band code. Heads are grouped by their dilation. A head's
     global keys may sit in any of its residue subsequences: they are addressed by row in the
     flat key buffer, not by position in the subsequence.
+  * Band bias (``pattern.py``). It is moved into the (windows, c, L) score layout once per call
+    (Transformer-XL's skew: value o of query r lands on window column r + o) and folded into
+    the additive 0 / -inf bias, which then is one (windows, c, L) tensor instead of two small
+    ones; its gradient is read back off the diagonals of dS. Under dilation it goes through the
+    same residue reshape as q (its columns count steps of d, i.e. steps of 1 in a residue).
   * Global queries. The G global rows attend every non-padding key with the global projections:
     (B, H, G, N) scores, linear in N; their rows replace the band's.
 Everything runs in fp32 (fp64 for fp64 inputs) and is cast back to the input dtype at the end.
@@ -38,7 +43,8 @@ from torch import Tensor
 
 from .band_layout import BAND_MASKED, BandDropout, BandLayout
 from .dropout import AttentionDropout, global_rows_keep
-from .pattern import MASKED_SCORE, AttentionMasks, AttentionPattern, check_inputs, default_scale
+from .pattern import (MASKED_SCORE, AttentionMasks, AttentionPattern, check_band_bias, check_inputs,
+                      default_scale)
 
 # Scores are kept in base 2 (scaled by log2(e) inside the matmul): exp2 is about 1.5x faster
 # than exp on CPU (measured), and exp2(s * log2(e)) = exp(s), so the softmax is unchanged.
@@ -106,11 +112,23 @@ class _GlobalKeys:
         grad_v.index_add_(0, rows, grad_v_glob.view(-1, grad_v.shape[1]))
 
 
-def _scores_into(buffer: Tensor, band: Tensor, key_bias: Tensor, q_chunks: Tensor, k_windows: Tensor,
-                 scale: float) -> Tensor:
-    """buffer (T, c, L) <- bias + scale * q k^T for T windows."""
-    torch.add(band, key_bias, out=buffer)
+def _scores_into(buffer: Tensor, band: Tensor, key_bias: Optional[Tensor], q_chunks: Tensor,
+                 k_windows: Tensor, scale: float) -> Tensor:
+    """buffer (T, c, L) <- band + key_bias + scale * q k^T for T windows (key_bias None: the
+    whole bias is in ``band``, as with a band bias, ``BandLayout.scores_bias``)."""
+    if key_bias is None:
+        buffer.copy_(band)
+    else:
+        torch.add(band, key_bias, out=buffer)
     return buffer.baddbmm_(q_chunks, k_windows.transpose(1, 2), alpha=scale)
+
+
+def _biases(band: Tensor, key_bias: Optional[Tensor], rows: slice):
+    """The two bias operands of ``_scores_into`` for windows ``rows``: the shared (c, L) band
+    shape and the per-window key bias, or the per-window (T, c, L) bias of a band bias."""
+    if key_bias is None:
+        return band[rows], None
+    return band, key_bias[rows]
 
 
 def _exp_and_lse(scores: Tensor, lse: Tensor) -> Tensor:
@@ -144,12 +162,15 @@ class _BandAttention(torch.autograd.Function):
     forward(q, k, v: (B, H, M, D), key_valid: (B, H or 1, M) bool (keys allowed in the band),
     global_keys: (B, H, G) long or None (global key g of slice (b, h) is row global_keys[b, h, g]
     of the keys flattened to (B * H * M, D)), global_valid: (B, H or 1, G) bool or None, window,
-    causal, scale, dropout: a function (layout) -> BandDropout, or None) -> (B, H, M, D).
-    A row with no allowed key gives zeros.
+    causal, scale, dropout: a function (layout) -> BandDropout, or None, band_bias:
+    (B, H, M, span + 1) or None, added to the band's natural-unit scores, column o holding
+    the key j = i + o - w' of query i, w' = ``layout.window``, the clamped window)
+    -> (B, H, M, D). A row with no allowed key gives zeros.
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, key_valid, global_keys, global_valid, window, causal, scale, dropout):
+    def forward(ctx, q, k, v, key_valid, global_keys, global_valid, window, causal, scale, dropout,
+                band_bias=None):
         batch, heads, length, head_dim = q.shape
         layout = BandLayout(batch, heads, length, head_dim, window, causal, q.device)
         drop = None if dropout is None else dropout(layout)
@@ -157,6 +178,9 @@ class _BandAttention(torch.autograd.Function):
         k_flat, v_flat = layout.keys(k), layout.keys(v)
         k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
         band, key_bias = layout.bias(key_valid, q.dtype)
+        if band_bias is not None:  # one (T, c, L) bias of the scores, kept for backward
+            band = layout.scores_bias(band, key_bias, band_bias * _LOG2_E)  # base-2 scores
+            key_bias = None
 
         scale2 = scale * _LOG2_E  # base-2 scores
         out = torch.empty_like(q_chunks)
@@ -164,7 +188,8 @@ class _BandAttention(torch.autograd.Function):
         scores = q.new_empty(layout.group, layout.chunk, layout.width)
         for start, end in layout.groups():
             block = scores[:end - start]
-            _scores_into(block, band, key_bias[start:end], q_chunks[start:end], k_windows[start:end], scale2)
+            _scores_into(block, *_biases(band, key_bias, slice(start, end)), q_chunks[start:end],
+                         k_windows[start:end], scale2)
             total = _exp_and_lse(block, lse[start:end])  # the normaliser counts every key
             if drop is not None:
                 block.mul_(drop.band(start, end, block.dtype))
@@ -174,16 +199,24 @@ class _BandAttention(torch.autograd.Function):
             glob.merge_into(out, lse, q_chunks, scale2, drop)
 
         ctx.layout, ctx.scale, ctx.drop = layout, scale, drop
-        ctx.save_for_backward(q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse)
+        ctx.save_for_backward(q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse,
+                              band if key_bias is None else None)
         return layout.unqueries(out)
 
     @staticmethod
     def backward(ctx, grad_out):
-        q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse = ctx.saved_tensors
+        q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse, biased = ctx.saved_tensors
         layout, scale, drop = ctx.layout, ctx.scale, ctx.drop
         scale2 = scale * _LOG2_E
         k_windows, v_windows = layout.key_windows(k_flat), layout.key_windows(v_flat)
-        band, key_bias = layout.bias(key_valid, q_chunks.dtype)
+        if biased is None:
+            band, key_bias = layout.bias(key_valid, q_chunks.dtype)
+            grad_bias = None
+        else:  # the band bias's gradient is dS at the band positions, (T, c, span + 1)
+            band, key_bias = biased, None
+            grad_bias = None
+            if ctx.needs_input_grad[10]:
+                grad_bias = q_chunks.new_empty(layout.windows, layout.chunk, layout.span + 1)
 
         grad_chunks = layout.queries(grad_out)
         # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O), O the joint output
@@ -201,7 +234,7 @@ class _BandAttention(torch.autograd.Function):
             count = end - start
             rows = slice(start, end)
             p, ds, win = probs[:count], grad_scores[:count], windows[:count]
-            _scores_into(p, band, key_bias[rows], q_chunks[rows], k_windows[rows], scale2)
+            _scores_into(p, *_biases(band, key_bias, rows), q_chunks[rows], k_windows[rows], scale2)
             p.sub_(lse[rows]).exp2_()  # the joint lse: band probabilities of the joint softmax
             torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
             if drop is None:
@@ -212,6 +245,8 @@ class _BandAttention(torch.autograd.Function):
                 ds.mul_(factor)
             _fold(grad_v_blocks, win, start, layout.blocks)
             ds.sub_(delta[rows]).mul_(p)
+            if grad_bias is not None:
+                layout.unskew(ds, grad_bias[rows])
             torch.bmm(ds, k_windows[rows], out=grad_q[rows])
             torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
             _fold(grad_k_blocks, win, start, layout.blocks)
@@ -221,20 +256,34 @@ class _BandAttention(torch.autograd.Function):
         grad_q.mul_(scale)
         grad_k.mul_(scale)
         return (layout.unqueries(grad_q), layout.unkeys(grad_k), layout.unkeys(grad_v),
-                None, None, None, None, None, None, None)
+                None, None, None, None, None, None, None,
+                None if grad_bias is None else layout.unqueries(grad_bias))
 
 
 def _banded_attention(
     q: Tensor, k: Tensor, v: Tensor, key_valid: Tensor, global_keys: Optional[Tensor],
     global_valid: Optional[Tensor], window: int, causal: bool, scale: float, dropout=None,
+    band_bias: Optional[Tensor] = None,
 ) -> Tensor:
     """Undilated sliding-window attention plus global keys. q, k, v: (B, H, M, D) fp32/fp64;
     key_valid: (B, H or 1, M); global_keys: (B, H, G) rows of the (B * H * M) keys or None;
-    global_valid: (B, H or 1, G); dropout: (layout) -> BandDropout, or None.
+    global_valid: (B, H or 1, G); dropout: (layout) -> BandDropout, or None; band_bias:
+    (B, H, M, W) in the columns of ``pattern.py`` (with dilation 1 here), or None.
     Returns (B, H, M, D)."""
-    if q.shape[2] == 0:
+    length = q.shape[2]
+    if length == 0:
         return q.clone()
-    return _BandAttention.apply(q, k, v, key_valid, global_keys, global_valid, window, causal, scale, dropout)
+    if band_bias is not None:
+        # BandLayout clamps the window to w' <= M - 1 (nothing lies further) and wants column
+        # o for the key j = i + o - w': the pattern's column w + o - w' (two-sided) or w' - o
+        # (causal, hence the flip); columns beyond w' are never reached.
+        reach = min(window, max(length - 1, 0))
+        if causal:
+            band_bias = band_bias[..., :reach + 1].flip(-1)
+        else:
+            band_bias = band_bias[..., window - reach:window + reach + 1]
+    return _BandAttention.apply(q, k, v, key_valid, global_keys, global_valid, window, causal, scale, dropout,
+                                band_bias)
 
 
 def _to_residues(x: Tensor, dilation: int, fill=0.0) -> Tensor:
@@ -268,10 +317,12 @@ def _residue_global_keys(index: Tensor, heads: int, dilation: int, length: int) 
 
 
 def _dilated_banded_attention(q, k, v, key_valid, global_index, global_valid, window, dilation, causal, scale,
-                              dropout: Optional[AttentionDropout], head_ids: Tensor):
+                              dropout: Optional[AttentionDropout], head_ids: Tensor,
+                              band_bias: Optional[Tensor] = None):
     """``_banded_attention`` with dilation d, in the original layout: (B, H, N, D) in and out;
     key_valid (B, 1, N); global_index (B, G) positions or None; global_valid (B, 1, G);
-    head_ids (H,): the original index of each of these heads (for the dropout mask)."""
+    head_ids (H,): the original index of each of these heads (for the dropout mask);
+    band_bias (B, H, N, W) or None (column c: key i + (c - w) * d, causal i - c * d)."""
     heads, length = q.shape[1], q.shape[2]
     global_keys = None
     if global_index is not None:
@@ -281,13 +332,17 @@ def _dilated_banded_attention(q, k, v, key_valid, global_index, global_valid, wi
         band_dropout = lambda layout: BandDropout(dropout, layout, head_ids, dilation, global_index)  # noqa: E731
     if dilation == 1:
         return _banded_attention(q, k, v, key_valid, global_keys, global_valid, window, causal, scale,
-                                 band_dropout)
+                                 band_dropout, band_bias)
     parts = [_to_residues(t, dilation) for t in (q, k, v)]
+    # in a residue subsequence the key (c - w) * d positions away is c - w indices away: the
+    # band bias's columns mean the same there with dilation 1
+    residue_bias = None if band_bias is None else _to_residues(band_bias, dilation)
     # key_valid is (B, 1, N): its residues (B, d, M) are shared by every head, whose residue
     # subsequences are laid out head-major (head * d + r), hence the repeat.
     valid = _to_residues(key_valid.unsqueeze(-1), dilation, fill=False).squeeze(-1)
     valid = valid.repeat(1, heads, 1)
-    out = _banded_attention(*parts, valid, global_keys, global_valid, window, causal, scale, band_dropout)
+    out = _banded_attention(*parts, valid, global_keys, global_valid, window, causal, scale, band_dropout,
+                            residue_bias)
     return _from_residues(out, heads, dilation, length)
 
 
@@ -300,15 +355,19 @@ def sliding_chunks_attention(q: Tensor, k: Tensor, v: Tensor,
                              q_g: Optional[Tensor], k_g: Optional[Tensor], v_g: Optional[Tensor],
                              pattern: AttentionPattern, masks: AttentionMasks = AttentionMasks(),
                              scale: Optional[float] = None, global_rows: bool = True,
-                             dropout: Optional[AttentionDropout] = None) -> Tensor:
+                             dropout: Optional[AttentionDropout] = None,
+                             band_bias: Optional[Tensor] = None) -> Tensor:
     """Longformer attention in vectorized PyTorch. Inputs (B, H, N, D); returns (B, H, N, D).
 
     q_g, k_g, v_g may be None when no token is global; only the rows of global tokens of q_g
     are read. Any N works (padded internally). ``global_rows=False``: the rows of the global
     tokens are left unspecified (for a caller that computes them itself) and q_g, k_g, v_g
     are not read. ``dropout``: attention dropout with the keep mask of ``dropout.py``.
+    ``band_bias``: (B, H, N, W) additive scores of the window keys ("Band bias" in
+    ``pattern.py``), differentiable, or None.
     """
     is_global = check_inputs(q, k, v, q_g, k_g, v_g, pattern, masks, need_global=global_rows)
+    check_band_bias(band_bias, q, pattern)
     padding = masks.padding
     batch, heads, length, head_dim = q.shape
     scale = default_scale(head_dim) if scale is None else scale
@@ -325,6 +384,12 @@ def sliding_chunks_attention(q: Tensor, k: Tensor, v: Tensor,
     if is_global is not None:
         key_valid &= ~is_global
         index, slot_valid = masks.global_index, masks.global_slot_used
+    if band_bias is not None:
+        band_bias = band_bias.to(compute)
+        if padding is not None or is_global is not None:
+            # only local query rows have a band bias: zero elsewhere (any value, even NaN, is
+            # ignored there, and those rows' bias gradient is zero by the masked_fill)
+            band_bias = band_bias.masked_fill(~key_valid[:, None, :, None], 0.0)
 
     dilations = pattern.dilation_per_head(heads)
     groups = [[h for h in range(heads) if dilations[h] == d] for d in sorted(set(dilations))]
@@ -337,6 +402,7 @@ def sliding_chunks_attention(q: Tensor, k: Tensor, v: Tensor,
             select(q), select(k), select(v), key_valid.unsqueeze(1), index,
             None if slot_valid is None else slot_valid.unsqueeze(1), pattern.window,
             dilations[group[0]], pattern.causal, scale, dropout, torch.tensor(group, device=q.device),
+            None if band_bias is None else select(band_bias),
         ))
     if len(groups) == 1:
         out = outs[0]

@@ -24,7 +24,8 @@ first and then overwritten by a kernel launched after it (no atomics, no races, 
                               PAD rows and for GLOBAL rows (overwritten by the next kernel)
     _global_rows_fwd_kernel   out, lse of GLOBAL rows: q_g against every non-padding k_g, v_g
                               (skipped under global_rows=False: those rows then stay zero)
-    _band_bwd_dq_kernel       dq of every row (zero where the row is not LOCAL)
+    _band_bwd_dq_kernel       dq of every row (zero where the row is not LOCAL), and the band
+                              bias's gradient (dS of each allowed band pair, written once)
     _band_bwd_dkdv_kernel     dk, dv of every non-GLOBAL row: contributions of the band
     _cross_bwd_dkdv_kernel    GLOBAL_KEYS=True:  dk, dv of GLOBAL rows (local queries, global keys)
                               GLOBAL_KEYS=False: dk_g, dv_g of every row (global queries, all keys)
@@ -49,6 +50,13 @@ agree without storing it. The softmax normaliser counts every allowed key; the k
 probabilities, scaled by 1 / (1 - p), multiply v. Under DROPOUT=False (a tl.constexpr) none of
 that code is compiled.
 
+Band bias (``pattern.py``, HAS_BIAS=True): a contiguous (B, H, N, W) tensor; the band kernels
+read entry (i, c) of each allowed band pair (c from the t-space distance, ``_bias_ptrs``),
+add it in fp32 to the score (as the accumulator of the q.k dot, ``_scores``) before the softmax
+(forward) or the recomputation of P (backward); global keys and GLOBAL rows never read it. Its gradient is dS, stored by the dq
+kernel, the one kernel in which each (i, j) band pair is visited exactly once and by the
+program owning row i: no atomics. Under HAS_BIAS=False none of that is compiled.
+
 Numerics: q.k runs in tl.dot with its fp32 accumulator (fp16 products are exact in fp32, so
 scores beyond fp16's 65504 stay finite) and is scaled in fp32; the softmax runs in fp32 in log2
 units (qk_scale = scale * log2(e), exp2 being the hardware instruction). As in FlashAttention,
@@ -67,7 +75,7 @@ import triton.language as tl
 from torch import Tensor
 
 from .dropout import KEEP_BITS, MIX_MUL_1, MIX_MUL_2, AttentionDropout
-from .pattern import AttentionMasks, AttentionPattern, check_inputs, default_scale
+from .pattern import AttentionMasks, AttentionPattern, check_band_bias, check_inputs, default_scale
 
 # Values of ``kind``. A global must be a tl.constexpr to be readable inside @triton.jit code.
 LOCAL = tl.constexpr(0)
@@ -81,6 +89,8 @@ NEG_BIG = tl.constexpr(-1.0e30)
 _MUL_1 = tl.constexpr(MIX_MUL_1)
 _MUL_2 = tl.constexpr(MIX_MUL_2)
 _DROP_SHIFT = tl.constexpr(32 - KEEP_BITS)
+# The band bias is in natural units; the scores are in log2 units.
+_LOG2E = tl.constexpr(1.4426950408889634)
 # Arguments that change every call (a fresh seed per step): no specialisation on their values
 # (Triton would otherwise compile one variant for 1, one for multiples of 16, one for the rest).
 _PER_CALL = ["seed", "threshold"]
@@ -216,6 +226,41 @@ def _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND_ROW, K, V, offs_d, D
 
 
 @triton.jit
+def _bias_ptrs(BIAS_ROWS, pos_q, t_q, t_k, bias_w, CAUSAL: tl.constexpr):
+    """Pointers to the entries of one (b, h)'s (N, W) band bias (or its gradient) for queries
+    ``pos_q`` (t-space ``t_q``) and keys ``t_k``: broadcast inputs, any orientation, meaningful
+    where the band allows the pair. Same residue, so t_q - t_k = (i - j) / d: causal column
+    c = (i - j) / d, two-sided c = w + (j - i) / d with w = (W - 1) / 2 the pattern's own
+    (unclamped) window. BIAS_ROWS is the (b, h)'s first entry (an int64 offset); within it
+    int32 offsets (N * W < 2^31, checked by the launcher), which spilled fewer registers than
+    int64 ones when compiled for sm_80. Built where used, not kept across the dots."""
+    if CAUSAL:
+        col = t_q - t_k
+    else:
+        col = (bias_w - 1) // 2 + (t_k - t_q)
+    return BIAS_ROWS + (pos_q * bias_w + col)
+
+
+@triton.jit
+def _scores(a, b_t, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS: tl.constexpr,
+            CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    """The log2-unit scores (a @ b_t^T) * qk_scale of a tile, fp32, plus the band bias of
+    (pos_b, t_q, t_k) (``_bias_ptrs``) under HAS_BIAS. The bias enters as tl.dot's accumulator,
+    bias / scale, so that (a.b + bias / scale) * scale * log2(e) is the biased score: loaded
+    straight into the dot's layout this way, the forward kernel compiled for sm_86 (fp16,
+    D = 32, 64 x 64) spilled 28 to 164 bytes a thread where adding the loaded tile to the
+    dot's result spilled 532 to 840 and needed 8 KiB more shared memory. Entries that are not
+    ``allowed`` are never read: what lies there (even NaN) cannot matter."""
+    if HAS_BIAS:
+        bias = tl.load(_bias_ptrs(BIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL), mask=allowed, other=0.0)
+        inverse_scale = _LOG2E / qk_scale  # 1 / scale
+        s = tl.dot(a, tl.trans(b_t), bias.to(tl.float32) * inverse_scale, input_precision=PRECISION)
+    else:
+        s = tl.dot(a, tl.trans(b_t), input_precision=PRECISION)
+    return s * qk_scale
+
+
+@triton.jit
 def _global_keys(GIDX_ROW, start, count, q_ok, K, V, offs_d, D, s_n, BLOCK_N: tl.constexpr):
     """Global-key tile (slots [start, start + BLOCK_N)) seen by LOCAL queries with the local
     projections: k, v, key positions, allowed mask."""
@@ -227,10 +272,13 @@ def _global_keys(GIDX_ROW, start, count, q_ok, K, V, offs_d, D, s_n, BLOCK_N: tl
 
 @triton.jit
 def _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows, pos_k, threshold, keep_scale,
-              DROPOUT: tl.constexpr, PRECISION: tl.constexpr):
+              BIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
+              CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
     """One online-softmax step over a key tile; all state in fp32, log2 units. ``rows``
-    (BLOCK_M, 1) and ``pos_k`` (1, BLOCK_N): the dropout mask's row hashes and key positions."""
-    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+    (BLOCK_M, 1) and ``pos_k`` (1, BLOCK_N): the dropout mask's row hashes and key positions.
+    Under HAS_BIAS the band bias of (pos_b, t_q, t_k) is added to the scores (``_scores``)."""
+    s = _scores(q, k, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS, CAUSAL,
+                PRECISION)
     s = tl.where(allowed, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     alpha = tl.math.exp2(m_i - m_new)
@@ -254,25 +302,35 @@ def _fwd_finish(m_i, l_i, acc):
 
 @triton.jit
 def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k, threshold,
-             keep_scale, DROPOUT: tl.constexpr, PRECISION: tl.constexpr):
+             keep_scale, BIAS_ROWS, DBIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr,
+             HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
     """dq += dS k for one key tile, with P recomputed from the saved lse. With dropout
-    dS = P * (dP' * keep * keep_scale - delta), dP' = dO v^T."""
-    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+    dS = P * (dP' * keep * keep_scale - delta), dP' = dO v^T. Under HAS_BIAS, P includes the
+    band bias of (pos_b, t_q, t_k), and dS, the gradient of the natural-unit score and so the
+    bias's own, is stored to DBIAS_ROWS at the allowed entries."""
+    s = _scores(q, k, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS, CAUSAL,
+                PRECISION)
     p = tl.math.exp2(tl.where(allowed, s, float("-inf")) - lse[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
     if DROPOUT:
         dp = dp * _drop_weights(rows, pos_k, threshold, keep_scale)
     ds = p * (dp - delta[:, None])
+    if HAS_BIAS:  # d(score)/d(bias) = 1
+        tl.store(_bias_ptrs(DBIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL),
+                 ds.to(DBIAS_ROWS.dtype.element_ty), mask=allowed)
     return dq + tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
 
 
 @triton.jit
 def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows, pos_k, threshold,
-               keep_scale, DROPOUT: tl.constexpr, PRECISION: tl.constexpr):
+               keep_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr,
+               HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
     """dk += dS^T q and dv += (P * keep * keep_scale)^T dO for one query tile, computed
     transposed (keys on rows, so ``rows`` is (1, BLOCK_M) and ``pos_k`` (BLOCK_N, 1)) so the
-    key tile's accumulators never need a transpose."""
-    s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale
+    key tile's accumulators never need a transpose. Under HAS_BIAS P includes the band bias
+    of (pos_b, t_q, t_k), given transposed as well."""
+    s_t = _scores(k, q, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed_t, HAS_BIAS, CAUSAL,
+                  PRECISION)
     p_t = tl.math.exp2(tl.where(allowed_t, s_t, float("-inf")) - lse[None, :])
     dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
     if DROPOUT:
@@ -290,11 +348,13 @@ def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows, pos_k
 # Forward kernels
 # --------------------------------------------------------------------------------------------
 @triton.jit(do_not_specialize=_PER_CALL)
-def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL,
-                     s_b, s_h, s_n, H, N, D, G, window, qk_scale, seed, threshold, keep_scale,
-                     CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
-    """Grid (query blocks in t-space, B * H). LOCAL rows: band keys then global keys."""
+def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
+                     s_b, s_h, s_n, H, N, D, G, window, bias_w, qk_scale, seed, threshold,
+                     keep_scale, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr,
+                     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
+    """Grid (query blocks in t-space, B * H). LOCAL rows: band keys then global keys.
+    BIAS: the (B, H, N, W) contiguous band bias, W = bias_w (read only under HAS_BIAS)."""
     b, h, dil, M, T = _head(H, N, DIL)
     t0 = tl.program_id(0) * BLOCK_M
     if t0 >= T:  # heads with a smaller T need fewer blocks than the grid has
@@ -308,6 +368,7 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL,
     q_ok = kind_q == LOCAL
     q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
     rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    bias_rows = BIAS + vec * bias_w  # this (b, h)'s (N, W) band bias
 
     m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -320,15 +381,19 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL,
                                           K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
                                           BLOCK_N)
         m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
-                                  pos_k[None, :], threshold, keep_scale, DROPOUT, PRECISION)
+                                  pos_k[None, :], threshold, keep_scale, bias_rows,
+                                  pos_q[:, None], offs_m[:, None],
+                                  start + tl.arange(0, BLOCK_N)[None, :], bias_w, DROPOUT,
+                                  HAS_BIAS, CAUSAL, PRECISION)
 
-    # Global keys (local projections): every LOCAL query attends every global token.
+    # Global keys (local projections): every LOCAL query attends every global token, unbiased.
     count = tl.load(GCOUNT + b).to(tl.int32)
     for start in tl.range(0, count, BLOCK_N):
         k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
                                             offs_d, D, s_n, BLOCK_N)
         m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
-                                  pos_k[None, :], threshold, keep_scale, DROPOUT, PRECISION)
+                                  pos_k[None, :], threshold, keep_scale, bias_rows, 0, 0, 0, 0,
+                                  DROPOUT, False, CAUSAL, PRECISION)
 
     out, lse = _fwd_finish(m_i, l_i, acc)
     # Every row: PAD and GLOBAL rows get the zeros computed here; GLOBAL rows are overwritten
@@ -371,7 +436,8 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
         v = _load_rows(VG + mat, offs_n, k_in, offs_d, D, g_n)
         allowed = g_ok[:, None] & (kind_k != PAD)[None, :]
         m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
-                                  offs_n[None, :], threshold, keep_scale, DROPOUT, PRECISION)
+                                  offs_n[None, :], threshold, keep_scale, KG, 0, 0, 0, 0, DROPOUT,
+                                  False, False, PRECISION)
 
     out, lse = _fwd_finish(m_i, l_i, acc)
     _store_rows(O + b.to(tl.int64) * s_b + h.to(tl.int64) * s_h, pos_q, g_ok, offs_d, D, s_n, out)
@@ -382,12 +448,15 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
 # Backward kernels (P recomputed from lse; delta = rowsum(dO * O) computed beforehand)
 # --------------------------------------------------------------------------------------------
 @triton.jit(do_not_specialize=_PER_CALL)
-def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL,
-                        s_b, s_h, s_n, H, N, D, G, window, qk_scale, sm_scale,
+def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BIAS, DBIAS,
+                        s_b, s_h, s_n, H, N, D, G, window, bias_w, qk_scale, sm_scale,
                         seed, threshold, keep_scale,
-                        CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
-    """Grid as _band_fwd_kernel. dq of every row: band keys then global keys."""
+                        CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                        PRECISION: tl.constexpr):
+    """Grid as _band_fwd_kernel. dq of every row: band keys then global keys. Under HAS_BIAS
+    also the band bias's gradient DBIAS (B, H, N, W), contiguous, zero-filled by the caller:
+    dS of each allowed band pair, which this program alone visits (its queries' rows), once."""
     b, h, dil, M, T = _head(H, N, DIL)
     t0 = tl.program_id(0) * BLOCK_M
     if t0 >= T:
@@ -404,6 +473,8 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL,
     lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
     delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
     rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    bias_rows = BIAS + vec * bias_w  # this (b, h)'s (N, W) band bias and its gradient
+    dbias_rows = DBIAS + vec * bias_w
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
 
     lo, hi = _band_range(t0, tl.minimum(t0 + BLOCK_M, T) - 1, M, window, CAUSAL, True, BLOCK_N)
@@ -412,27 +483,31 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL,
                                           K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
                                           BLOCK_N)
         dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k[None, :],
-                      threshold, keep_scale, DROPOUT, PRECISION)
+                      threshold, keep_scale, bias_rows, dbias_rows, pos_q[:, None],
+                      offs_m[:, None], start + tl.arange(0, BLOCK_N)[None, :], bias_w, DROPOUT,
+                      HAS_BIAS, CAUSAL, PRECISION)
 
     count = tl.load(GCOUNT + b).to(tl.int32)
     for start in tl.range(0, count, BLOCK_N):
         k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
                                             offs_d, D, s_n, BLOCK_N)
         dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k[None, :],
-                      threshold, keep_scale, DROPOUT, PRECISION)
+                      threshold, keep_scale, bias_rows, dbias_rows, 0, 0, 0, 0, DROPOUT, False,
+                      CAUSAL, PRECISION)
 
     # d(scores)/dq = scale * k: the scale (natural units) is applied once, here.
     _store_rows(DQ + mat, pos_q, q_in, offs_d, D, s_n, dq * sm_scale)
 
 
 @triton.jit(do_not_specialize=_PER_CALL)
-def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL,
-                          s_b, s_h, s_n, H, N, D, window, qk_scale, sm_scale,
+def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL, BIAS,
+                          s_b, s_h, s_n, H, N, D, window, bias_w, qk_scale, sm_scale,
                           seed, threshold, keep_scale,
-                          CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
-                          BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                          CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                           PRECISION: tl.constexpr):
-    """Grid (key blocks in t-space, B * H). dk, dv from the band's LOCAL queries."""
+    """Grid (key blocks in t-space, B * H). dk, dv from the band's LOCAL queries (P recomputed
+    with the band bias under HAS_BIAS)."""
     b, h, dil, M, T = _head(H, N, DIL)
     s0 = tl.program_id(0) * BLOCK_N
     if s0 >= T:
@@ -462,7 +537,9 @@ def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL,
                      & k_ok[:, None] & (kind_q == LOCAL)[None, :])
         rows = _row_hash(seed, b, h, pos_q, DROPOUT)[None, :]
         dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows,
-                            pos_k[:, None], threshold, keep_scale, DROPOUT, PRECISION)
+                            pos_k[:, None], threshold, keep_scale, BIAS + vec * bias_w,
+                            pos_q[None, :], offs_m[None, :], offs_n[:, None], bias_w, DROPOUT,
+                            HAS_BIAS, CAUSAL, PRECISION)
 
     # GLOBAL key rows belong to _cross_bwd_dkdv_kernel (GLOBAL_KEYS=True); PAD rows get zeros.
     mine = k_in & (kind_k != GLOBAL)
@@ -525,7 +602,8 @@ def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
         allowed_t = k_ok[:, None] & q_ok[None, :]
         rows = _row_hash(seed, b, h, pos_q, DROPOUT)[None, :]
         dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows,
-                            pos_k[:, None], threshold, keep_scale, DROPOUT, PRECISION)
+                            pos_k[:, None], threshold, keep_scale, K, 0, 0, 0, 0, DROPOUT,
+                            False, False, PRECISION)
 
     _store_rows(DK + mat, pos_k, k_in, offs_d, D, s_n, dk * sm_scale)
     _store_rows(DV + mat, pos_k, k_in, offs_d, D, s_n, dv)
@@ -566,7 +644,7 @@ def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOU
         v = _load_rows(VG + mat, offs_n, k_in, offs_d, D, g_n)
         allowed = g_ok[:, None] & (kind_k != PAD)[None, :]
         dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, offs_n[None, :],
-                      threshold, keep_scale, DROPOUT, PRECISION)
+                      threshold, keep_scale, KG, KG, 0, 0, 0, 0, DROPOUT, False, False, PRECISION)
     _store_rows(DQG + mat, pos_q, g_ok, offs_d, D, g_n, dq * sm_scale)
 
 
@@ -623,10 +701,10 @@ def block_config(head_dim: int, element_size: int, interpret: bool) -> BlockConf
 BLOCK_DS = (16, 32, 64, 128, 256)  # every BLOCK_D a head dim in [1, MAX_HEAD_DIM] gives
 # The kernels and the tl.constexpr flags each takes (besides the tiles and PRECISION).
 KERNEL_FLAGS: Dict[str, Tuple[str, ...]] = {
-    "_band_fwd_kernel": ("CAUSAL", "DROPOUT"),
+    "_band_fwd_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS"),
     "_global_rows_fwd_kernel": ("DROPOUT",),
-    "_band_bwd_dq_kernel": ("CAUSAL", "DROPOUT"),
-    "_band_bwd_dkdv_kernel": ("CAUSAL", "DROPOUT"),
+    "_band_bwd_dq_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS"),
+    "_band_bwd_dkdv_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS"),
     "_cross_bwd_dkdv_kernel": ("GLOBAL_KEYS", "DROPOUT"),
     "_global_rows_bwd_dq_kernel": ("DROPOUT",),
 }
@@ -788,22 +866,29 @@ class LongformerAttentionFunction(torch.autograd.Function):
 
     q, k, v: (B, H, N, D); q_g, k_g, v_g: (B, H, N, D), or all None. ``global_rows``: compute
     the GLOBAL rows (needs q_g, k_g, v_g); else they are left zero and q_g, k_g, v_g unused.
-    Saves q, k, v, the output, the (B, H, N) fp32 lse, and q_g, k_g, v_g only when the global
-    rows are computed; the backward recomputes P and the dropout mask.
+    band_bias: (B, H, N, W) in q's dtype, or None (``pattern.py``). Saves q, k, v, the output,
+    the (B, H, N) fp32 lse, the band bias, and q_g, k_g, v_g only when the global rows are
+    computed; the backward recomputes P and the dropout mask.
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, q_g, k_g, v_g, lay: _Layout, global_rows: bool):
+    def forward(ctx, q, k, v, q_g, k_g, v_g, band_bias, lay: _Layout, global_rows: bool):
         q, k, v = _family(q, k, v)
         batch, heads, length, head_dim = q.shape
         do_global = global_rows and lay.max_global > 0
         c = lay.config
+        has_bias = band_bias is not None
+        # the kernels address the bias as a contiguous (B, H, N, W) block; without one they
+        # get q in its place (a pointer of the same type, never read: HAS_BIAS=False)
+        bias = band_bias.contiguous() if has_bias else q
+        bias_w = band_bias.shape[-1] if has_bias else 1
         out = torch.empty_like(q)  # q's strides: the caller's permute back is a view
         lse = torch.empty(batch, heads, length, dtype=torch.float32, device=q.device)
         _launch(_band_fwd_kernel, (triton.cdiv(lay.t_len, c.block_m), batch * heads),
-                (q, k, v, out, lse, lay.kind, lay.gidx, lay.gcount, lay.dil, *_strides(q),
-                 heads, length, head_dim, lay.gidx.stride(0), lay.window, lay.scale * LOG2E),
-                lay, CAUSAL=lay.causal, DROPOUT=lay.dropout is not None)
+                (q, k, v, out, lse, lay.kind, lay.gidx, lay.gcount, lay.dil, bias, *_strides(q),
+                 heads, length, head_dim, lay.gidx.stride(0), lay.window, bias_w,
+                 lay.scale * LOG2E),
+                lay, CAUSAL=lay.causal, DROPOUT=lay.dropout is not None, HAS_BIAS=has_bias)
         if do_global:
             q_g, k_g, v_g = _family(q_g, k_g, v_g)
             _launch(_global_rows_fwd_kernel, (triton.cdiv(lay.max_global, c.block_m), batch * heads),
@@ -811,9 +896,10 @@ class LongformerAttentionFunction(torch.autograd.Function):
                      *_strides(out), heads, length, head_dim, lay.gidx.stride(0),
                      lay.scale * LOG2E),
                     lay, DROPOUT=lay.dropout is not None)
-            ctx.save_for_backward(q, k, v, out, lse, q_g, k_g, v_g)
+            ctx.save_for_backward(q, k, v, out, lse, bias, q_g, k_g, v_g)
         else:
-            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.save_for_backward(q, k, v, out, lse, bias)
+        ctx.has_bias, ctx.bias_w = has_bias, bias_w
         ctx.lay = lay
         ctx.do_global = do_global
         # q_g given but its rows not computed (global_rows=False), or no token global: their
@@ -823,7 +909,8 @@ class LongformerAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k, v, out, lse = ctx.saved_tensors[:5]
+        q, k, v, out, lse, bias = ctx.saved_tensors[:6]
+        has_bias, bias_w = ctx.has_bias, ctx.bias_w
         lay: _Layout = ctx.lay
         batch, heads, length, head_dim = q.shape
         c = lay.config
@@ -834,23 +921,27 @@ class LongformerAttentionFunction(torch.autograd.Function):
             do = _like(out, do)
         # delta_i = sum_j P_ij dP_ij = dO_i . O_i, in fp32 (one small reduction, left to torch)
         delta = torch.einsum("bhnd,bhnd->bhn", do.float(), out.float()).contiguous()
-        dq = dk = dv = dq_g = dk_g = dv_g = None
+        dq = dk = dv = dq_g = dk_g = dv_g = dbias = None
         band_grid = (triton.cdiv(lay.t_len, c.block_m), batch * heads)
         key_grid = (triton.cdiv(lay.t_len, c.block_n), batch * heads)
         glob = (lay.kind, lay.gidx, lay.gcount)
         dims = (heads, length, head_dim)
-        if needs[0]:
+        bias_needed = has_bias and needs[6]
+        if needs[0] or bias_needed:  # the dq kernel also writes the bias's gradient
             dq = torch.empty_like(q)
+            # zeros: the kernel writes only the allowed band entries of the gradient
+            dbias = torch.zeros_like(bias) if bias_needed else dq
             _launch(_band_bwd_dq_kernel, band_grid,
-                    (q, k, v, do, dq, lse, delta, *glob, lay.dil, *_strides(q), *dims,
-                     lay.gidx.stride(0), lay.window, lay.scale * LOG2E, lay.scale),
-                    lay, CAUSAL=lay.causal, **drop)
+                    (q, k, v, do, dq, lse, delta, *glob, lay.dil, bias, dbias, *_strides(q), *dims,
+                     lay.gidx.stride(0), lay.window, bias_w, lay.scale * LOG2E, lay.scale),
+                    lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, **drop)
+            dbias = dbias if bias_needed else None
         if needs[1] or needs[2]:
             dk, dv = torch.empty_like(q), torch.empty_like(q)
             _launch(_band_bwd_dkdv_kernel, key_grid,
-                    (q, k, v, do, dk, dv, lse, delta, lay.kind, lay.dil, *_strides(q), *dims,
-                     lay.window, lay.scale * LOG2E, lay.scale),
-                    lay, CAUSAL=lay.causal, **drop)
+                    (q, k, v, do, dk, dv, lse, delta, lay.kind, lay.dil, bias, *_strides(q), *dims,
+                     lay.window, bias_w, lay.scale * LOG2E, lay.scale),
+                    lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, **drop)
             if lay.max_global > 0:  # dk, dv of the GLOBAL rows, from the local queries
                 _launch(_cross_bwd_dkdv_kernel,
                         (triton.cdiv(lay.max_global, c.block_n), batch * heads),
@@ -858,7 +949,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
                          *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
                         lay, GLOBAL_KEYS=True, **drop)
         if ctx.do_global:
-            q_g, k_g, v_g = ctx.saved_tensors[5:]
+            q_g, k_g, v_g = ctx.saved_tensors[6:]
             if needs[3]:
                 dq_g = torch.zeros_like(q_g)  # only GLOBAL rows are written
                 _launch(_global_rows_bwd_dq_kernel,
@@ -874,8 +965,8 @@ class LongformerAttentionFunction(torch.autograd.Function):
                         lay, GLOBAL_KEYS=False, **drop)
         elif ctx.global_grad == "zeros":  # global projections given, no token global
             dq_g, dk_g, dv_g = (torch.zeros_like(q) if n else None for n in needs[3:6])
-        grads = (dq, dk, dv, dq_g, dk_g, dv_g)
-        return tuple(g if n else None for g, n in zip(grads, needs[:6])) + (None, None)
+        grads = (dq, dk, dv, dq_g, dk_g, dv_g, dbias)
+        return tuple(g if n else None for g, n in zip(grads, needs[:7])) + (None, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -893,6 +984,7 @@ def triton_longformer_attention(
     scale: Optional[float] = None,
     global_rows: bool = True,
     dropout: Optional[AttentionDropout] = None,
+    band_bias: Optional[Tensor] = None,
 ) -> Tensor:
     """Longformer attention with Triton kernels. Inputs (B, H, N, D); returns (B, H, N, D).
 
@@ -902,11 +994,15 @@ def triton_longformer_attention(
     kernel runs, forward or backward). Any N; fp16, bf16 or fp32 inputs with fp32 softmax and
     accumulation; the output has the input dtype and q's strides when q's last stride is 1.
     ``dropout``: attention dropout (``dropout.py``), the same mask as every implementation.
-    Differentiable in all six inputs; inputs that need no gradient get none computed.
+    ``band_bias``: (B, H, N, W) additive scores of the window keys in q's dtype ("Band bias"
+    in ``pattern.py``), or None.
+    Differentiable in all six inputs and the bias; inputs that need no gradient get none
+    computed.
     Tensors must be on a CUDA device, or on the CPU with TRITON_INTERPRET=1 set before this
     module was imported.
     """
     check_inputs(q, k, v, q_g, k_g, v_g, pattern, masks, need_global=global_rows)
+    check_band_bias(band_bias, q, pattern)
     if q.dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"q, k, v must be one of {SUPPORTED_DTYPES}, got {q.dtype}")
     batch, heads, length, head_dim = q.shape
@@ -916,12 +1012,17 @@ def triton_longformer_attention(
         raise ValueError(
             f"triton_longformer_attention needs CUDA tensors, got device {q.device}; on a CPU set "
             "TRITON_INTERPRET=1 before importing longformer_kernels (Triton's interpreter)")
+    if band_bias is not None and length * band_bias.shape[-1] >= 2 ** 31:
+        raise ValueError(f"band_bias: N * W must be < 2^31 (int32 offsets within one head), got "
+                         f"N = {length}, W = {band_bias.shape[-1]}")
     if batch * heads > 65535:
         raise ValueError(f"B * H must be <= 65535 (CUDA grid axis 1), got {batch * heads}")
     if length == 0 or batch == 0 or heads == 0:
         return q.new_zeros(q.shape)
     scale = default_scale(head_dim) if scale is None else float(scale)
+    if band_bias is not None and scale == 0.0:  # the kernels add bias / scale to q.k
+        raise ValueError("scale must be nonzero when a band_bias is given to the Triton kernels")
     if dropout is not None and dropout.p == 0.0:
         dropout = None
     lay = _build_layout(q, pattern, masks, scale, dropout)
-    return LongformerAttentionFunction.apply(q, k, v, q_g, k_g, v_g, lay, global_rows)
+    return LongformerAttentionFunction.apply(q, k, v, q_g, k_g, v_g, band_bias, lay, global_rows)

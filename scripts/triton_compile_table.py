@@ -48,7 +48,7 @@ DEFAULT_CACHE = Path.home() / ".cache" / "longformer_kernels" / "triton_compile.
 SEED_CACHE = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "triton_compile_results.json"
 TYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 # Pointer arguments of the kernels: in the input dtype, or fixed.
-DATA = set("Q K V O DO DQ DK DV QG KG VG DQG".split())
+DATA = set("Q K V O DO DQ DK DV QG KG VG DQG BIAS DBIAS".split())
 FIXED = {"LSE": "*fp32", "DELTA": "*fp32", "KIND": "*i8", "GIDX": "*i64", "GCOUNT": "*i64",
          "DIL": "*i32", "qk_scale": "fp32", "sm_scale": "fp32", "keep_scale": "fp32"}
 STRIDE = re.compile(r"^[sgo]_[bhn]$")  # stride arguments
@@ -232,7 +232,7 @@ def markdown(records, caps=CAPABILITIES, detail: bool = False) -> str:
     lines.append("")
     lines.append(f"Shared memory per block allowed: {limits}. Spill B: bytes of spill stores per "
                  "thread reported by ptxas -v (the largest over the causal / dropout / "
-                 "global-keys variants of the row); registers are capped at 255.")
+                 "band-bias / global-keys variants of the row); registers are capped at 255.")
     return "\n".join(lines)
 
 

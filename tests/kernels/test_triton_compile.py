@@ -2,12 +2,12 @@
 
 ``scripts/triton_compile_table.py`` compiles every configuration the launchers can choose
 (``launch_configurations()``: 6 kernels x fp16 / bf16 / fp32 x BLOCK_D 16..256 x their causal /
-dropout / global-keys flags, with ``block_config``'s GPU tiles) for sm_80, sm_86, sm_89 and sm_90,
+dropout / band-bias / global-keys flags, with ``block_config``'s GPU tiles) for sm_80, sm_86, sm_89 and sm_90,
 down to PTX and a cubin (Triton's ptxas), in a process of its own (the kernel module must be
 imported without TRITON_INTERPRET). This test fails if any compile fails or needs more shared
 memory per block than the target allows; register spills are printed, not judged.
 
-Cost: about 1,200 compiles of 1-10 s each, i.e. tens of minutes cold on 2 cores. Results are
+Cost: about 1,920 compiles of 1-10 s each, i.e. tens of minutes cold on 2 cores. Results are
 cached by Triton version, kernel source hash (the kernel and everything it calls), configuration
 and target (``LONGFORMER_COMPILE_CACHE``, default ~/.cache/longformer_kernels/), so a run
 recompiles only what changed; a warm run takes seconds. The results of the kernels as committed
