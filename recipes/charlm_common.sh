@@ -22,9 +22,11 @@
 # Windows grow geometrically from the bottom layer to the top one (models/longformer_lm.py);
 # a window is capped at its phase's sequence length, where it already sees every earlier
 # character (the same function, less work). Dilation: the paper's, on 2 heads of the upper half
-# (the architecture's default). Learned absolute positions: the model has MAX_POSITIONS rows
-# from phase 1 on (the paper's relative positions, which need none, are a later step), so every
-# phase loads the previous one's weights as they are.
+# (the architecture's default). Positions: the paper's, Transformer-XL's relative positions
+# (--relative-positions, POSITIONS=relative): no parameter depends on the length or the
+# window, so every phase loads the previous one's weights as they are, and the evaluation runs
+# at 32,256, beyond the longest phase. POSITIONS=learned instead gives the model MAX_POSITIONS
+# learned rows from phase 1 on (so the phases still share weights), and no length beyond them.
 #
 # Sequences per update (the arithmetic printed for every phase):
 #   BATCH (the phase's column) = BATCH_PER_GPU x NGPUS x UPDATE_FREQ; UPDATE_FREQ is derived,
@@ -34,8 +36,8 @@
 # Evaluation as the paper's: fairseq-eval-lm over windows of EVAL_TOKENS characters moving by
 # EVAL_SCORED, scoring only the last EVAL_SCORED of each (--tokens-per-sample EVAL_TOKENS
 # --context-window EVAL_TOKENS-EVAL_SCORED); "Loss (base 2)" is bits per character. The paper's
-# 32,256 needs positions beyond the trained 23,040: with learned positions the default is the
-# last phase's length.
+# 32,256 is beyond the trained 23,040: relative positions evaluate there; with learned ones the
+# default is MAX_POSITIONS, the longest length they have rows for.
 #
 # Environment variables (default):
 #   DATA=data-bin/$CORPUS    fairseq binary dataset of characters (longformer-preprocess-chars)
@@ -49,7 +51,8 @@
 #   STEPS                    updates per phase (small / large as in the table)
 #   LR=2.5e-4                phase 1's rate, halved in each later phase
 #   WINDOW_BOTTOM=32 WINDOW_TOP=8192   phase 1's windows, doubled in each later phase
-#   MAX_POSITIONS=23040      learned position rows (the longest phase)
+#   POSITIONS=relative       relative (the paper's: --relative-positions) | learned
+#   MAX_POSITIONS=23040      learned position rows (the longest phase); POSITIONS=learned only
 #   WARMUP_FRACTION=0.1 WARMUP_MAX=10000
 #   WEIGHT_DECAY=0.01 CLIP_NORM=0.25
 #   NGPUS=1 BATCH_PER_GPU=1  fairseq-train uses every visible GPU; NGPUS is for the arithmetic
@@ -58,7 +61,7 @@
 #   CHECKPOINT_ACTIVATIONS=1
 #   MODEL_ARGS=              more model flags (e.g. --decoder-layers 4 --decoder-embed-dim 128)
 #   DECODER_LAYERS           the model's layers, for the windows (default: the architecture's)
-#   EVAL_TOKENS=23040 EVAL_SCORED=512 EVAL_SUBSET=test EVAL_BATCH=1
+#   EVAL_TOKENS=32256 (learned: MAX_POSITIONS) EVAL_SCORED=512 EVAL_SUBSET=test EVAL_BATCH=1
 #   SAVE_INTERVAL_UPDATES=5000 LOG_INTERVAL=100 NUM_WORKERS=2 SEED=1
 #   EXTRA_ARGS=              more fairseq-train flags, appended last (split on spaces)
 #   DRY_RUN=0                1: print every phase's command (and the evaluation), run nothing
@@ -92,6 +95,7 @@ charlm_settings() {
   LR="${LR:-2.5e-4}"
   WINDOW_BOTTOM="${WINDOW_BOTTOM:-32}"
   WINDOW_TOP="${WINDOW_TOP:-8192}"
+  POSITIONS="${POSITIONS:-relative}"
   MAX_POSITIONS="${MAX_POSITIONS:-23040}"
   WARMUP_FRACTION="${WARMUP_FRACTION:-0.1}"
   WARMUP_MAX="${WARMUP_MAX:-10000}"
@@ -104,7 +108,11 @@ charlm_settings() {
   CHECKPOINT_ACTIVATIONS="${CHECKPOINT_ACTIVATIONS:-1}"
   MODEL_ARGS="${MODEL_ARGS:-}"
   DECODER_LAYERS="${DECODER_LAYERS:-$ARCH_LAYERS}"
-  EVAL_TOKENS="${EVAL_TOKENS:-$MAX_POSITIONS}"
+  case "$POSITIONS" in
+    relative) EVAL_TOKENS="${EVAL_TOKENS:-32256}" ;;  # the paper's evaluation length
+    learned) EVAL_TOKENS="${EVAL_TOKENS:-$MAX_POSITIONS}" ;;
+    *) charlm_die "POSITIONS=$POSITIONS: must be relative or learned" ;;
+  esac
   EVAL_SCORED="${EVAL_SCORED:-512}"
   EVAL_SUBSET="${EVAL_SUBSET:-test}"
   EVAL_BATCH="${EVAL_BATCH:-1}"
@@ -133,8 +141,9 @@ charlm_settings() {
     [[ "${!name}" =~ ^[1-9][0-9]*$ ]] || charlm_die "$name=${!name}: must be a positive integer"
   done
   (( EVAL_SCORED < EVAL_TOKENS )) || charlm_die "EVAL_SCORED=$EVAL_SCORED must be below EVAL_TOKENS=$EVAL_TOKENS"
-  (( EVAL_TOKENS <= MAX_POSITIONS )) ||
-    charlm_die "EVAL_TOKENS=$EVAL_TOKENS exceeds the model's MAX_POSITIONS=$MAX_POSITIONS learned positions"
+  [[ "$POSITIONS" == relative ]] || (( EVAL_TOKENS <= MAX_POSITIONS )) ||
+    charlm_die "EVAL_TOKENS=$EVAL_TOKENS exceeds the model's MAX_POSITIONS=$MAX_POSITIONS learned positions" \
+               "(POSITIONS=relative has no such limit)"
 }
 
 # Prints the per-phase windows, one comma-separated line per phase: the model's own rule
@@ -166,7 +175,7 @@ charlm_main() {
     echo "# prepare the $CORPUS characters"
     charlm_run longformer-preprocess-chars --format "$PREPARE_FORMAT" "${PREPARE_INPUTS[@]}" --destdir "$DATA"
   fi
-  local precision=() checkpointing=() cpu=() extra=() model_args=()
+  local precision=() checkpointing=() cpu=() extra=() model_args=() positions=()
   case "$PRECISION" in
     fp16) precision=(--fp16) ;;
     fp32) ;;
@@ -174,6 +183,11 @@ charlm_main() {
   esac
   [[ "$CHECKPOINT_ACTIVATIONS" == 1 ]] && checkpointing=(--checkpoint-activations)
   [[ "$CPU" == 1 ]] && cpu=(--cpu)
+  if [[ "$POSITIONS" == relative ]]; then
+    positions=(--relative-positions)
+  else
+    positions=(--max-target-positions "$MAX_POSITIONS")
+  fi
   read -r -a extra <<< "$EXTRA_ARGS"
   read -r -a model_args <<< "$MODEL_ARGS"
   [[ "$DECODER_LAYERS" != "$ARCH_LAYERS" ]] && model_args+=(--decoder-layers "$DECODER_LAYERS")
@@ -190,7 +204,8 @@ charlm_main() {
     (( batch % per_step == 0 )) ||
       charlm_die "phase $p: a batch of $batch sequences is not divisible by BATCH_PER_GPU x NGPUS = $per_step"
     update_freq=$((batch / per_step))
-    (( seq <= MAX_POSITIONS )) || charlm_die "phase $p: sequence $seq exceeds MAX_POSITIONS=$MAX_POSITIONS"
+    [[ "$POSITIONS" == relative ]] || (( seq <= MAX_POSITIONS )) ||
+      charlm_die "phase $p: sequence $seq exceeds MAX_POSITIONS=$MAX_POSITIONS"
     dir="$SAVE_DIR/phase$p"
     echo "# phase $p: sequence $seq, windows ${windows[$i]}, lr $lr, warmup $warmup of $steps updates;" \
          "$batch sequences per update = $BATCH_PER_GPU per GPU x $NGPUS GPUs x update-freq $update_freq" \
@@ -209,7 +224,7 @@ charlm_main() {
     fi
     local train=(
       fairseq-train "$DATA" --user-dir "$USER_DIR" --task language_modeling --arch "$ARCH"
-      "${model_args[@]}" --attention-window "${windows[$i]}" --max-target-positions "$MAX_POSITIONS"
+      "${model_args[@]}" --attention-window "${windows[$i]}" "${positions[@]}"
       --tokens-per-sample "$seq" --sample-break-mode none "${start[@]}"
       --optimizer adam --adam-betas "(0.9,0.999)" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
       --lr "$lr" --lr-scheduler fixed --warmup-updates "$warmup" --max-update "$steps"

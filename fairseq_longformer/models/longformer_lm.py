@@ -3,11 +3,14 @@
 A decoder-only fairseq language model (``--task language_modeling``): fairseq's
 ``TransformerLanguageModel`` whose decoder layers use causal Longformer self-attention with a
 window per layer and a dilation per layer and head (``modules/decoder.py``). Pre-layernorm and
-GeLU as the paper's appendix B; learned absolute positions for now (the paper's
-Transformer-XL relative positions belong in the attention core, a later step).
+GeLU as the paper's appendix B. Positions: learned absolute ones (fairseq's, the default), or
+with ``--relative-positions`` the paper's: Transformer-XL's relative sinusoidal positions with
+its u, v biases in every layer (``modules/relative_positions.py``), no position embeddings, and
+no length limit (the model evaluates at lengths it never trained on).
 
     fairseq-train DATA --task language_modeling --user-dir fairseq_longformer \\
-        --arch longformer_lm_small --tokens-per-sample 2048 --sample-break-mode none ...
+        --arch longformer_lm_small --relative-positions --tokens-per-sample 2048 \\
+        --sample-break-mode none ...
 
 Configuration enters once: ``add_args`` extends ``TransformerLanguageModel``'s flags with the
 ``--attention-*`` flags, the architecture functions hold the defaults, and ``build_model`` turns
@@ -88,6 +91,14 @@ class LongformerLanguageModel(TransformerLanguageModel):
     def add_args(parser):
         TransformerLanguageModel.add_args(parser)
         add_attention_args(parser, causal=False)  # a language model is causal by definition
+        parser.add_argument("--relative-positions", action="store_true",
+                            help="Transformer-XL's relative sinusoidal positions (with its u, v biases) "
+                                 "in every layer's attention, as the paper's char-LM, instead of "
+                                 "learned position embeddings (implies --no-token-positional-embeddings). "
+                                 "Nothing then depends on the absolute position, so the model reports no "
+                                 "length limit and evaluates at lengths it never trained on (e.g. "
+                                 "fairseq-eval-lm --tokens-per-sample beyond the training one); "
+                                 "--max-target-positions then only bounds the --attention-window values")
 
     @classmethod
     def build_model(cls, args, task):
@@ -132,6 +143,10 @@ def base_architecture(args):
     args.dropout = safe_getattr(args, "dropout", 0.2)
     args.activation_fn = safe_getattr(args, "activation_fn", "gelu")
     args.decoder_learned_pos = safe_getattr(args, "decoder_learned_pos", True)
+    # off by default, so checkpoints trained with learned positions (before the flag) load as they were
+    args.relative_positions = bool(safe_getattr(args, "relative_positions", False))
+    if args.relative_positions:
+        args.no_token_positional_embeddings = True  # the positions are in the attention
     # one embedding matrix in and out, as Transformer-XL's character models (--tied)
     args.share_decoder_input_output_embed = safe_getattr(args, "share_decoder_input_output_embed", True)
     # causal, no global tokens: always, whatever a namespace loaded from elsewhere says

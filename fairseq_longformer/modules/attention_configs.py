@@ -5,7 +5,8 @@
     attention_configs(args, "decoder")   reads decoder_layers, decoder_attention_heads
 
 plus --attention-window (one value or one per layer), --attention-dilation (per layer, or per
-layer and head), --attention-causal, --attention-impl and --attention-dropout.
+layer and head), --attention-causal, --attention-impl and --attention-dropout, and
+--relative-positions (declared by the causal LM, the one model that has it).
 """
 from typing import Optional, Tuple
 
@@ -55,6 +56,7 @@ def attention_configs(args, side: str, global_projections: Optional[bool] = None
             impl=safe_getattr(args, "attention_impl", "auto"),
             global_projections=global_projections,
             dropout=float(safe_getattr(args, "attention_dropout", 0.0) or 0.0),
+            relative_positions=bool(safe_getattr(args, "relative_positions", False)),
         )
         for w, d in zip(windows, dilations)
     )

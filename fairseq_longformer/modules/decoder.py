@@ -1,19 +1,30 @@
 """fairseq's Transformer decoder with causal Longformer self-attention, through its builder.
 
-``LongformerLMDecoder`` overrides ``build_decoder_layer`` only: layer i is a
+``LongformerLMDecoder`` overrides ``build_decoder_layer``: layer i is a
 ``LongformerDecoderLayer`` with ``layer_configs[i]`` (window and per-head dilation per layer).
 Embeddings, positions, the future mask, the output projection and the incremental-decoding
 plumbing are fairseq's own. The padding mask fairseq computes is handed to each layer's
 attention as it is (only batches with padding carry one).
 
+With relative positions (``config.relative_positions``) the decoder makes one
+``RelativePositionBiases`` (u, v) and hands it to every layer, as Transformer-XL shares them;
+it has no position embeddings then (the model turns them off), and ``max_positions`` sets no
+limit: nothing in the model depends on the absolute position.
+
 Shapes: prev_output_tokens (B, N); hidden states (N, B, C) as in fairseq.
 """
+import sys
 from typing import Sequence
 
 from fairseq.models.transformer import TransformerDecoder
 
 from .layers import LongformerDecoderLayer, wrap_layer
+from .relative_positions import RelativePositionBiases
 from .self_attention import LongformerAttentionConfig
+
+# What max_positions() reports when positions are relative: no length limit (fairseq takes the
+# minimum over the task and the models, and filters or refuses only longer samples).
+UNBOUNDED_POSITIONS = sys.maxsize
 
 
 class LongformerLMDecoder(TransformerDecoder):
@@ -22,12 +33,31 @@ class LongformerLMDecoder(TransformerDecoder):
     def __init__(self, args, dictionary, embed_tokens, layer_configs: Sequence[LongformerAttentionConfig]):
         if len(layer_configs) != args.decoder_layers:
             raise ValueError(f"{len(layer_configs)} layer configs for {args.decoder_layers} layers")
+        relative = {c.relative_positions for c in layer_configs}
+        if len(relative) > 1:
+            raise ValueError("relative positions must be in every layer or in none")
+        self.relative_positions = relative == {True}
+        if self.relative_positions and getattr(args, "ddp_backend", None) == "fully_sharded":
+            # FSDP flattens each wrapped layer's parameters on its own; a parameter shared by
+            # all layers cannot be flattened into each of them
+            raise ValueError("relative positions share u, v across layers, which --ddp-backend "
+                             "fully_sharded cannot shard: use another --ddp-backend")
+        heads = args.decoder_attention_heads
+        biases = RelativePositionBiases(heads, args.decoder_embed_dim // heads) if self.relative_positions else None
         # fairseq builds the layers inside __init__, one call per layer and without an index:
-        # hand them their configs in order
+        # hand them their configs in order (a tuple: nn.Module refuses module attributes before
+        # its __init__; every layer's attention registers the shared biases itself)
         self._pending_layer_configs = iter(layer_configs)
+        self._pending_relative_biases = (biases,)
         super().__init__(args, dictionary, embed_tokens, no_encoder_attn=True)
-        del self._pending_layer_configs
+        del self._pending_layer_configs, self._pending_relative_biases
 
     def build_decoder_layer(self, args, no_encoder_attn=False):
-        layer = LongformerDecoderLayer(args, next(self._pending_layer_configs), no_encoder_attn=no_encoder_attn)
+        layer = LongformerDecoderLayer(args, next(self._pending_layer_configs), no_encoder_attn=no_encoder_attn,
+                                       relative_biases=self._pending_relative_biases[0])
         return wrap_layer(layer, args)
+
+    def max_positions(self):
+        """Learned positions: fairseq's (the rows of the position table). Relative ones: no limit,
+        the model evaluates at lengths it never trained on."""
+        return UNBOUNDED_POSITIONS if self.relative_positions else super().max_positions()

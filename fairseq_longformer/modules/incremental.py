@@ -13,10 +13,13 @@ of a generation does not grow with its length.
 
 Shapes (legend in ``kernels/pattern.py``): x (T, B, C) time-first, T new positions per call
 (fairseq's decoder passes T = 1; a first call may pass a whole prompt); cache "prev_key" and
-"prev_value" (B, H, L, D) with L <= w * max(d).
+"prev_value" (B, H, L, D) with L <= w * max(d); with relative positions also "relative_table"
+(H, w + 1, D), which has no batch dimension, so beam reordering leaves it as it is.
 
-Relative positions (a later step) need nothing more from the cache: key j of a query at i sits
-at distance s*d with s its index in the gathered band below, whatever the absolute positions.
+Relative positions need nothing more from the cache: the position term depends on the distance
+only, and key j of a query at i sits at distance s*d with s its index in the gathered band below,
+whatever the absolute positions; so step s gets the same ``band_bias`` column as in the full
+forward (``relative_positions.py``).
 """
 from typing import Dict, Optional
 
@@ -26,6 +29,7 @@ from torch import Tensor
 
 from longformer_kernels.pattern import default_scale
 
+from .relative_positions import RelativePositionBiases
 from .self_attention import LongformerAttentionConfig, LongformerSelfAttention
 
 _CACHE_KEY = "attn_state"
@@ -41,10 +45,11 @@ class IncrementalLongformerSelfAttention(LongformerSelfAttention):
     leaves the last ``cache_span`` positions in the cache.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, config: LongformerAttentionConfig, bias: bool = True):
+    def __init__(self, embed_dim: int, num_heads: int, config: LongformerAttentionConfig, bias: bool = True,
+                 relative_biases: Optional[RelativePositionBiases] = None):
         if not config.pattern.causal:
             raise ValueError("step-by-step decoding needs a causal pattern (--attention-causal)")
-        super().__init__(embed_dim, num_heads, config, bias=bias)
+        super().__init__(embed_dim, num_heads, config, bias=bias, relative_biases=relative_biases)
         dilations = config.pattern.dilation_per_head(num_heads)
         window = config.pattern.window
         self.cache_span = window * max(dilations)
@@ -93,6 +98,13 @@ class IncrementalLongformerSelfAttention(LongformerSelfAttention):
         new, batch, _ = x.shape
         q, k, v = (self._heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, T, D)
         buffer = self._get_input_buffer(incremental_state)
+        band_bias = None
+        if self.relative_positions is not None:
+            # the (H, w + 1, D) table depends on the weights only: made once per generation and
+            # kept with the cache, not remade for every token
+            if buffer.get("relative_table") is None:
+                buffer["relative_table"] = self.relative_positions.table()
+            q, band_bias = self.relative_positions(q, buffer["relative_table"])  # q + u; (B, H, T, w + 1) by step s
         if buffer.get("prev_key") is not None:
             if buffer["prev_key"].shape[0] != batch:
                 raise ValueError(f"the cache holds {buffer['prev_key'].shape[0]} sequences, this step "
@@ -113,6 +125,8 @@ class IncrementalLongformerSelfAttention(LongformerSelfAttention):
         keys = k.gather(2, band).view(batch, self.num_heads, new, -1, self.head_dim).to(compute)
         values = v.gather(2, band).view(batch, self.num_heads, new, -1, self.head_dim).to(compute)
         scores = torch.einsum("bhtd,bhtsd->bhts", q.to(compute) * default_scale(self.head_dim), keys)
+        if band_bias is not None:
+            scores = scores + band_bias.to(compute)
         scores = scores.masked_fill(outside, float("-inf"))  # step 0 (the query itself) is always in
         out = torch.einsum("bhts,bhtsd->bhtd", torch.softmax(scores, dim=-1), values).to(x.dtype)
 

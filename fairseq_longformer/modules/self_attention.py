@@ -19,6 +19,8 @@ from longformer_kernels import (
 from longformer_kernels.dropout import global_rows_keep
 from longformer_kernels.pattern import MASKED_SCORE, default_scale, raise_causal_global
 
+from .relative_positions import RelativePositionBiases, RelativePositionScores
+
 
 class _KeyMix(torch.autograd.Function):
     """mixed = D^T X and mass = rowsum(D) with D = softmax over the N keys of (X F^T + query_bias
@@ -67,13 +69,15 @@ class LongformerAttentionConfig:
     pattern: window, dilation per head, causal. impl: auto / torch / triton / reference.
     global_projections: the layer has Q_g, K_g, V_g (a model that never uses global attention,
     such as a causal LM, must not carry their 3 C^2 weights). dropout: on the attention
-    probabilities, in training only.
+    probabilities, in training only. relative_positions: Transformer-XL's relative position
+    terms in the scores (``relative_positions.py``; causal patterns only).
     """
 
     pattern: AttentionPattern
     impl: str = "auto"
     global_projections: bool = True
     dropout: float = 0.0
+    relative_positions: bool = False
 
     def __post_init__(self):
         if self.impl not in IMPLEMENTATIONS:
@@ -82,6 +86,8 @@ class LongformerAttentionConfig:
             raise ValueError(f"--attention-dropout must be in [0, 1), got {self.dropout!r}")
         if self.pattern.causal and self.global_projections:
             raise_causal_global()
+        if self.relative_positions and not self.pattern.causal:
+            raise ValueError("relative positions need a causal pattern (a left-to-right language model)")
 
 
 class LongformerSelfAttention(nn.Module):
@@ -93,10 +99,13 @@ class LongformerSelfAttention(nn.Module):
 
     Parameter names follow fairseq's MultiheadAttention (q_proj, k_proj, v_proj, out_proj) so a
     RoBERTa or BART state dict loads as is; the global projections (q_global_proj, ...) exist
-    only when ``config.global_projections``.
+    only when ``config.global_projections``, the relative position terms (``relative_positions``:
+    W_R and the u, v biases, ``relative_biases`` when a model shares them) only when
+    ``config.relative_positions``.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, config: LongformerAttentionConfig, bias: bool = True):
+    def __init__(self, embed_dim: int, num_heads: int, config: LongformerAttentionConfig, bias: bool = True,
+                 relative_biases: Optional[RelativePositionBiases] = None):
         super().__init__()
         if embed_dim % num_heads != 0:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
@@ -112,6 +121,11 @@ class LongformerSelfAttention(nn.Module):
             self.k_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
             self.v_global_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.relative_positions = None
+        if config.relative_positions:
+            self.relative_positions = RelativePositionScores(embed_dim, num_heads, config.pattern, relative_biases)
+        elif relative_biases is not None:
+            raise ValueError("relative position biases were given to an attention without relative positions")
 
     def _heads(self, x: Tensor) -> Tensor:
         """(N, B, C) -> (B, H, N, D), a view."""
@@ -197,12 +211,17 @@ class LongformerSelfAttention(nn.Module):
         # (One matmul on the stacked q/k/v weights was measured too: no faster on CPU, and it
         # keeps the stacked weight and its gradient as extra memory.)
         q, k, v = (self._heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
+        band_bias = None
+        if self.relative_positions is not None:
+            # Transformer-XL: the query q + u meets the keys, q + v the distances (band_bias)
+            q, band_bias = self.relative_positions(q)
         # Local rows attend the global keys with the local projections, in the attention call.
         # Its global rows are replaced below by rows computed with the global projections
         # (_global_rows), so it is told to skip them (global_rows=False): no K_g, V_g over all N
         # tokens is ever made.
         out = longformer_attention(q, k, v, None, None, None, self.config.pattern, masks,
-                                   impl=self.config.impl, global_rows=False, dropout=dropout)
+                                   impl=self.config.impl, global_rows=False, dropout=dropout,
+                                   band_bias=band_bias)
         out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
         if masks.is_global is not None:
             values = self._global_rows(x, masks, dropout)
@@ -275,3 +294,4 @@ class LongformerSelfAttention(nn.Module):
 
 _NO_INCREMENTAL = ("this LongformerSelfAttention has no incremental (step-by-step) decoding; a causal "
                    "decoder layer's IncrementalLongformerSelfAttention (modules/incremental.py) has")
+

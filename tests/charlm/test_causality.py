@@ -1,6 +1,7 @@
 """Causality of ``longformer_lm`` through every attention implementation (reference, PyTorch,
-Triton, the last in Triton's CPU interpreter here): changing a character never changes the
-logits of an earlier position, and no gradient of an earlier position's loss reaches a later
+Triton, the last in Triton's CPU interpreter here), with learned and with relative positions
+(whose band bias is one more way a later key could leak in): changing a character never changes
+the logits of an earlier position, and no gradient of an earlier position's loss reaches a later
 character, with dilated heads and windows shorter than the sequence."""
 import pytest
 import torch
@@ -13,15 +14,16 @@ CHANGED = (0, 1, 17, 30, 47)  # the first, the last, and positions inside the wi
 FEWER = {"triton": (0, 17, 47)}
 
 
-def _model(impl):
+def _model(impl, relative):
     # Triton computes in fp16/bf16/fp32 only; the others run in fp64
     dtype = torch.float32 if impl == "triton" else torch.float64
-    return build_lm(attention_impl=impl, dtype=dtype)
+    return build_lm(attention_impl=impl, dtype=dtype, relative_positions=relative)
 
 
+@pytest.mark.parametrize("relative", [False, True], ids=["learned", "relative"])
 @pytest.mark.parametrize("impl", ["reference", "torch", "triton"])
-def test_changing_a_character_never_changes_earlier_logits(impl):
-    model, task = _model(impl)
+def test_changing_a_character_never_changes_earlier_logits(impl, relative):
+    model, task = _model(impl, relative)
     tokens = characters(task, 2, LENGTH)
     with torch.no_grad():
         before = model(tokens)[0]
@@ -35,9 +37,10 @@ def test_changing_a_character_never_changes_earlier_logits(impl):
             assert (after[:, p] - before[:, p]).abs().max() > 1e-4
 
 
+@pytest.mark.parametrize("relative", [False, True], ids=["learned", "relative"])
 @pytest.mark.parametrize("impl", ["reference", "torch", "triton"])
-def test_no_gradient_of_an_earlier_loss_reaches_a_later_character(impl):
-    model, task = _model(impl)
+def test_no_gradient_of_an_earlier_loss_reaches_a_later_character(impl, relative):
+    model, task = _model(impl, relative)
     tokens = characters(task, 2, LENGTH, seed=1)
     embedded = {}
 

@@ -134,8 +134,9 @@ def test_a_prompt_in_one_call_then_steps_equal_the_full_forward():
     assert full.shape == (2, 30, len(task.source_dictionary))
 
 
-def test_reordering_the_cache_follows_the_beams():
-    model, task = build_lm()
+@pytest.mark.parametrize("relative", [False, True], ids=["learned", "relative"])
+def test_reordering_the_cache_follows_the_beams(relative):
+    model, task = build_lm(relative_positions=relative)
     tokens = characters(task, 3, 20, seed=3)
     order = torch.tensor([2, 0, 0])
     state = {}

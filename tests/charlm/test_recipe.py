@@ -46,12 +46,24 @@ def test_text8_dry_run_prints_the_papers_five_phases(tmp_path):
             assert _flag(cmd, "--finetune-from-model") == str(tmp_path / "ckpt" / f"phase{phase}" / "checkpoint_last.pt")
         else:
             assert "--finetune-from-model" not in cmd
+    # the paper's positions (relative) in every phase, and its evaluation at 32,256, beyond 23,040
+    assert all("--relative-positions" in c and "--max-target-positions" not in c for c in train)
     assert evaluate[0] == "fairseq-eval-lm"
-    assert (_flag(evaluate, "--tokens-per-sample"), _flag(evaluate, "--context-window")) == ("23040", "22528")
+    assert (_flag(evaluate, "--tokens-per-sample"), _flag(evaluate, "--context-window")) == ("32256", "31744")
     # every phase's flags are fairseq-train's (its own parser, our plugin loaded)
     for cmd in (train[0], train[-1]):
         args = options.parse_args_and_arch(options.get_training_parser(), cmd[1:])
         assert args.arch == "longformer_lm_small" and args.decoder_layers == 12 and args.dropout == 0.2
+        assert args.relative_positions
+
+
+def test_learned_positions_stay_an_option(tmp_path):
+    result = _dry_run("charlm_text8.sh", tmp_path, POSITIONS="learned")
+    assert result.returncode == 0, result.stderr
+    lines = [shlex.split(line) for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    *_, train, evaluate = lines
+    assert "--relative-positions" not in train and _flag(train, "--max-target-positions") == "23040"
+    assert (_flag(evaluate, "--tokens-per-sample"), _flag(evaluate, "--context-window")) == ("23040", "22528")
 
 
 def test_large_model_steps_and_bad_settings(tmp_path):
@@ -63,6 +75,7 @@ def test_large_model_steps_and_bad_settings(tmp_path):
     for env, message in [(dict(BATCH_PER_GPU="3"), "not divisible by BATCH_PER_GPU x NGPUS = 3"),
                          (dict(MODEL="medium"), "must be small or large"),
                          (dict(STEPS="1 2"), "one value per phase"),
-                         (dict(EVAL_TOKENS="32256"), "exceeds the model's MAX_POSITIONS=23040")]:
+                         (dict(POSITIONS="sinusoidal"), "must be relative or learned"),
+                         (dict(POSITIONS="learned", EVAL_TOKENS="32256"), "exceeds the model's MAX_POSITIONS=23040")]:
         result = _dry_run("charlm_text8.sh", tmp_path, **env)
         assert result.returncode != 0 and message in result.stderr, (env, result.stderr)
