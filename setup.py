@@ -44,12 +44,15 @@ setup(
     extras_require={
         "hf": ["transformers>=4.40", "safetensors"],
         "bench": ["matplotlib"],  # longformer-bench's plot (Figure 1)
-        "dev": ["pytest>=7", "transformers>=4.40", "safetensors", "matplotlib"],
+        "demo": ["rouge-score"],  # recipes/led_demo.sh's ROUGE (Google's rouge_score)
+        "dev": ["pytest>=7", "transformers>=4.40", "safetensors", "matplotlib", "rouge-score"],
     },
     entry_points={
         "console_scripts": [
             "longformer-train = fairseq_longformer.cli.train:main",
             "longformer-bench = fairseq_longformer.cli.bench:main",
+            "longformer-bench-led = fairseq_longformer.cli.bench_led:main",
+            "longformer-bench-lm = fairseq_longformer.cli.bench_lm:main",
             "longformer-preprocess = longformer_preprocessing.cli:main",
             "longformer-preprocess-chars = longformer_preprocessing.chars:main",
             "longformer-prepare-task = longformer_preprocessing.task_data:main",

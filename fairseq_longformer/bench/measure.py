@@ -176,13 +176,20 @@ class Runner:
         return None
 
 
+def make_runner(case: Case) -> Runner:
+    """The runner of ``case``: its own when the case brings one (``case.make_runner()``, a
+    benchmark of whole models such as ``led_encoder``), else the attention contenders' ``Runner``."""
+    own = getattr(case, "make_runner", None)
+    return own() if own is not None else Runner(case)
+
+
 def measure(case: Case, phases=("memory", "time")) -> Result:
     """Run one case in this process: peak memory and/or time. On CPU ``run_case`` measures
     memory in a fresh process and ``time_side_by_side`` times the contenders in processes of
     their own, because measuring memory tunes the allocator in a way that would change the
     timings (more page faults)."""
     result = Result(case)
-    runner = Runner(case)
+    runner = make_runner(case)
     cuda = case.device == "cuda"
     if "memory" in phases:
         peak = CudaPeakMemory if cuda else CpuPeakMemory

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 import torch
 
 from .contenders import Case, unavailable_reason
-from .measure import Result, Runner, status_kb, tune_malloc_for_measuring, measure
+from .measure import Result, make_runner, status_kb, tune_malloc_for_measuring, measure
 
 def _is_oom(error: BaseException) -> bool:
     text = str(error).lower()
@@ -57,7 +57,7 @@ def _timing_worker(case: Case, connection) -> None:
     then the milliseconds of each "fwd" / "fwd_bwd" it is asked for, until "stop"."""
     _limit_address_space(case)
     try:
-        runner = Runner(case)
+        runner = make_runner(case)
         why = runner.first_timing()
     except Exception as error:  # noqa: BLE001 (every failure becomes a recorded entry)
         connection.send(_failure(case, error))

@@ -58,9 +58,36 @@ class ImportResult(ConvertedCheckpoint):
         return flags + (["--untie-weights-roberta"] if self.untied else [])
 
 
-def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
-    """The tensors of a HF folder: model.safetensors (possibly sharded) or pytorch_model.bin."""
+def read_hf_config(hf_dir) -> Dict[str, object]:
+    """config.json of a HF model folder, or an error naming what the folder is not."""
     hf_dir = Path(hf_dir)
+    if not hf_dir.is_dir():
+        raise FileNotFoundError(f"{str(hf_dir)!r} is not a folder: pass a Hugging Face model folder")
+    if not (hf_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{str(hf_dir)!r} has no config.json: not a Hugging Face model folder")
+    try:
+        with open(hf_dir / "config.json", encoding="utf-8") as f:
+            config = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{str(hf_dir / 'config.json')!r} is not valid JSON ({error}): a damaged folder?") from error
+    if not isinstance(config, dict):
+        raise ValueError(f"{str(hf_dir / 'config.json')!r} holds a {type(config).__name__}, not a model config")
+    return config
+
+
+def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
+    """The tensors of a HF folder: model.safetensors (possibly sharded) or pytorch_model.bin; a
+    file that does not load (truncated, not a tensor file) is a ValueError naming it."""
+    try:
+        return _load_hf_tensors(Path(hf_dir))
+    except FileNotFoundError:  # no weights file at all: its own message says so
+        raise
+    except Exception as error:  # safetensors' SafetensorError, pickle errors, a damaged index
+        raise ValueError(f"the weights of {str(hf_dir)!r} do not load ({type(error).__name__}: {error}): "
+                         "a damaged or incomplete folder?") from error
+
+
+def _load_hf_tensors(hf_dir: Path) -> Dict[str, Tensor]:
     from safetensors.torch import load_file
 
     if (hf_dir / "model.safetensors").is_file():
@@ -191,13 +218,11 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
 
     hf_dir = Path(hf_dir)
     check_output_dir(out_dir, overwrite)
-    if not (hf_dir / "config.json").is_file():
-        raise FileNotFoundError(f"{str(hf_dir)!r} has no config.json: not a Hugging Face model folder")
-    with open(hf_dir / "config.json", encoding="utf-8") as f:
-        config = json.load(f)
+    config = read_hf_config(hf_dir)
     model_type = config.get("model_type")
     if model_type not in HF_BASE:
-        raise ValueError(f"model_type {model_type!r}: only 'longformer' and 'roberta' folders can be imported")
+        raise ValueError(f"model_type {model_type!r}: only 'longformer' and 'roberta' folders are imported here "
+                         "('led' folders by conversion/hf_led.py's import_led)")
     problems: List[str] = []
     _check_hf_config(config, model_type, problems)
     if problems:

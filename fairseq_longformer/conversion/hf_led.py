@@ -20,6 +20,13 @@ built through fairseq (``load_led``), every setting HF's LED cannot represent is
 anything is written, and the folder is assembled next to the output and renamed into place
 (``atomic.staged_folder``).
 
+Import (``import_led``, ``longformer-import-hf`` on a folder whose model_type is "led") is the
+reverse: an ``LEDForConditionalGeneration`` folder -> an LED checkpoint folder (model.pt with the
+cfg fairseq reads, dict.txt). The export keeps fairseq's reserved position rows, which HF has no
+place for, in ``fairseq_reserved_positions.safetensors`` (no effect on any output: position ids
+start after them), so that fairseq -> HF -> fairseq gives back every tensor bit for bit; a
+folder without that file (an LED trained in HF) gets zero rows there.
+
 Shapes: V vocabulary, C width, P_e / P_d encoder / decoder positions (without reserved rows).
 """
 import logging
@@ -32,6 +39,7 @@ import torch
 from torch import Tensor
 
 from ..atomic import check_output_dir, staged_folder
+from .bart import CRITERION, LEDConversionResult
 from .hf_tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -73,6 +81,12 @@ FAIRSEQ_BOOKKEEPING = ("encoder.version", "decoder.version")
 # HF tensors tied to led.shared, and its zero logits bias: written by HF itself
 HF_TIED = ("led.encoder.embed_tokens.weight", "led.decoder.embed_tokens.weight", "lm_head.weight")
 HF_LOGITS_BIAS = "final_logits_bias"
+# fairseq's reserved rows of both position tables (fairseq keys, (padding_idx + 1, C) each)
+RESERVED_ROWS = "fairseq_reserved_positions.safetensors"
+# HF config entries the import reads; each is in every config.json transformers writes for an LED
+HF_LAYOUT_KEYS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim",
+                  "decoder_ffn_dim", "encoder_attention_heads", "decoder_attention_heads",
+                  "max_encoder_position_embeddings", "max_decoder_position_embeddings", "attention_window")
 
 
 def led_key_map(encoder_layers: int, decoder_layers: int) -> Dict[str, str]:
@@ -126,6 +140,62 @@ class LEDLayout:
             "decoder_start_token_id": dictionary.eos(),  # fairseq's prev_output_tokens start with </s>
             "is_encoder_decoder": True, "tie_word_embeddings": True,
         }
+
+    @classmethod
+    def from_hf_config(cls, config: Dict[str, object], where: str) -> "LEDLayout":
+        """The layout an HF LED config.json describes; ValueError naming every entry the fairseq
+        LED cannot take (nothing is written by then)."""
+        missing = [key for key in HF_LAYOUT_KEYS if key not in config]
+        if missing:
+            raise ValueError(f"{where}: config.json lacks {missing}: not a complete LED config")
+        problems = []
+
+        def want(name, default, ok, why):
+            if not ok(config.get(name, default)):
+                problems.append(f"{name} = {config.get(name, default)!r}: {why}")
+
+        want("activation_function", "gelu", lambda v: v == "gelu", "the fairseq LED is built with exact gelu only")
+        want("scale_embedding", False, lambda v: not v, "fairseq's BART does not scale embeddings")
+        want("tie_word_embeddings", True, bool, "fairseq's BART shares one token table (--share-all-embeddings)")
+        for name, fairseq_id in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2),
+                                 ("decoder_start_token_id", 2)):  # fairseq's decoder starts with </s>
+            want(name, fairseq_id, lambda v, i=fairseq_id: v == i, f"fairseq's dictionary and decoder fix it to {fairseq_id}")
+        layers = int(config["encoder_layers"])
+        windows = config["attention_window"]
+        windows = windows if isinstance(windows, list) else [windows] * layers
+        if len(windows) != layers or any(not isinstance(w, int) or w < 2 or w % 2 for w in windows):
+            problems.append(f"attention_window = {config['attention_window']!r}: expected a positive even number "
+                            f"(two-sided) or one per encoder layer ({layers})")
+        for stack in ("encoder", "decoder"):
+            heads = int(config[f"{stack}_attention_heads"])
+            if heads < 1 or int(config["d_model"]) % heads:
+                problems.append(f"{stack}_attention_heads = {heads} does not divide d_model {config['d_model']}")
+        if problems:
+            raise ValueError(f"cannot import {where} as a fairseq LED, nothing was written:\n  - "
+                             + "\n  - ".join(problems))
+        return cls(
+            vocab=int(config["vocab_size"]), width=int(config["d_model"]), encoder_layers=layers,
+            decoder_layers=int(config["decoder_layers"]), encoder_ffn=int(config["encoder_ffn_dim"]),
+            decoder_ffn=int(config["decoder_ffn_dim"]), encoder_heads=int(config["encoder_attention_heads"]),
+            decoder_heads=int(config["decoder_attention_heads"]),
+            encoder_positions=int(config["max_encoder_position_embeddings"]),
+            decoder_positions=int(config["max_decoder_position_embeddings"]),
+            windows=tuple(w // 2 for w in windows), dropout=float(config.get("dropout", 0.1)),
+            attention_dropout=float(config.get("attention_dropout", 0.0)),
+            activation_dropout=float(config.get("activation_dropout", 0.0)), padding_idx=1,
+        )
+
+    def model_dims(self) -> Dict[str, int]:
+        """The sizes as fairseq's flags name them (``LEDConversionResult.model_dims``)."""
+        return {"encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers,
+                "encoder_embed_dim": self.width, "decoder_embed_dim": self.width,
+                "encoder_ffn_embed_dim": self.encoder_ffn, "decoder_ffn_embed_dim": self.decoder_ffn,
+                "encoder_attention_heads": self.encoder_heads, "decoder_attention_heads": self.decoder_heads}
+
+    def arch(self) -> str:
+        """led_large for bart.large's sizes, else led_base (the sizes are given explicitly anyway:
+        the two architectures differ in nothing else)."""
+        return "led_large" if (self.width, self.encoder_layers) == (1024, 12) else "led_base"
 
 
 @dataclass
@@ -253,6 +323,7 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
     (config.json, model.safetensors, fairseq_dict.txt, tokenizer files if given). All checks run
     before anything is written."""
     try:
+        from safetensors.torch import save_file
         from transformers import LEDConfig, LEDForConditionalGeneration
     except ImportError as error:
         raise ImportError(f"export needs transformers (pip install 'fairseq-longformer[hf]'): {error}") from error
@@ -273,9 +344,11 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
     assert set(missing) == {*HF_TIED, HF_LOGITS_BIAS} and not unexpected, (missing, unexpected)
     hf_model.final_logits_bias.zero_()
     hf_tokenizer, extra_files = build_tokenizer(tokenizer or TokenizerFiles(), dictionary, layout.encoder_positions)
+    reserved = {fs: model.state_dict()[fs][:layout.padding_idx + 1].contiguous() for fs, _ in POSITIONS}
     with staged_folder(out_dir, overwrite) as tmp:
         hf_model.save_pretrained(str(tmp), safe_serialization=True)
         dictionary.save(str(tmp / DICT_COPY))
+        save_file(reserved, str(tmp / RESERVED_ROWS), metadata={"format": "pt"})
         if hf_tokenizer is not None:
             save_tokenizer(tmp, hf_tokenizer, extra_files)
     out_dir = Path(out_dir).absolute()
@@ -306,3 +379,174 @@ def is_led_checkpoint(checkpoint) -> bool:
     model = state["cfg"].get("model") if state.get("cfg") is not None else state.get("args")
     arch = model.get("arch") if hasattr(model, "get") else getattr(model, "arch", None)
     return isinstance(arch, str) and arch.startswith("led")
+
+
+# ----------------------------------------------------------------------------------------------
+# import: HF LEDForConditionalGeneration folder -> fairseq LED checkpoint folder
+
+
+@dataclass
+class LEDImportResult(LEDConversionResult):
+    """What ``import_led`` wrote: the checkpoint folder, the flags that train and generate with it
+    (``bart_positions`` is the encoder's own: nothing was tiled), where dict.txt came from."""
+
+    dictionary_source: str = "placeholders"
+    warnings: List[str] = field(default_factory=list)
+
+
+def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
+                        reserved: Optional[Dict[str, Tensor]] = None) -> Dict[str, Tensor]:
+    """HF LED tensors -> the fairseq LED state dict (every key of the built model but the
+    version buffers). ``reserved``: fairseq key -> the (padding_idx + 1, C) rows the export kept
+    (``RESERVED_ROWS``); None: zero rows. Raises ValueError naming missing, unknown or mistied
+    tensors."""
+    mapping = reverse_led_key_map(layout.encoder_layers, layout.decoder_layers)
+    tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state]
+    known = {*mapping, *tables, *(hf for _, hf in POSITIONS), HF_LOGITS_BIAS}
+    missing = sorted(set(mapping) - set(hf_state)) + [hf for _, hf in POSITIONS if hf not in hf_state]
+    unknown = sorted(set(hf_state) - known)
+    if missing or unknown or not tables:
+        raise ValueError(f"the tensors are not those of an LED with {layout.encoder_layers} + {layout.decoder_layers} "
+                         f"layers: missing {(missing or ([] if tables else [TOKENS[1]]))[:8]}, unexpected {unknown[:8]}")
+    table = hf_state[tables[0]]
+    if any(not torch.equal(hf_state[key], table) for key in tables[1:]):
+        raise ValueError(f"{tables} differ: HF ties them to one token table, fairseq's BART has one")
+    bias = hf_state.get(HF_LOGITS_BIAS)
+    if bias is not None and bool(bias.ne(0).any()):
+        raise ValueError(f"{HF_LOGITS_BIAS} is not zero: fairseq's output projection has no bias")
+    out = {fs: hf_state[hf] for hf, fs in mapping.items()}
+    out[TOKENS[0]] = table
+    for fs in FAIRSEQ_TIED:
+        out[fs] = table
+    rows = layout.padding_idx + 1
+    for fs, hf in POSITIONS:
+        kept = (reserved or {}).get(fs)
+        if kept is None or tuple(kept.shape) != (rows, layout.width):
+            kept = torch.zeros(rows, layout.width, dtype=hf_state[hf].dtype)  # rows no position id reaches
+        out[fs] = torch.cat([kept, hf_state[hf]])
+    return {k: v.detach().clone().contiguous() for k, v in out.items()}
+
+
+def _led_dictionary(hf_dir: Path, vocab: int, scratch: Path, warnings: List[str]):
+    """(dictionary of ``vocab`` symbols, its dict.txt, where it came from): the export's
+    fairseq_dict.txt when it fits the table, else placeholders; ``<mask>`` appended when the table
+    has its row (a model from the denoising task), as ``load_led`` does."""
+    from fairseq.data import Dictionary
+
+    from .hf_import import hf_special_ids
+    from .hf_keymap import PLACEHOLDER
+
+    dict_txt = scratch / "dict.txt"
+    source = "placeholders"
+    if (hf_dir / DICT_COPY).is_file():
+        copied = Dictionary.load(str(hf_dir / DICT_COPY))
+        if vocab - len(copied) in (0, 1):
+            dict_txt.write_bytes((hf_dir / DICT_COPY).read_bytes())
+            source = DICT_COPY
+        else:
+            warnings.append(f"{DICT_COPY} gives {len(copied)} symbols for {vocab} embedding rows: ignored, "
+                            "placeholders written instead")
+    specials = hf_special_ids(hf_dir)
+    if source == "placeholders":
+        mask_last = specials.get("<mask>") == vocab - 1  # BART's tokenizer: <mask> after the dict.txt symbols
+        with open(dict_txt, "w", encoding="utf-8") as f:
+            for index in range(4, vocab - mask_last):
+                f.write(f"{PLACEHOLDER.format(index)} 0\n")
+        warnings.append(f"dict.txt lists placeholders ({PLACEHOLDER.format('k')} for id k): binarize data with the "
+                        "tokenizer the model came with (copied to hf_tokenizer/)")
+    dictionary = Dictionary.load(str(dict_txt))
+    if len(dictionary) + 1 == vocab and "<mask>" not in dictionary.indices:
+        dictionary.add_symbol("<mask>")
+    for text in ("<s>", "<pad>", "</s>", "<unk>", "<mask>"):
+        if text in specials and text in dictionary.indices and dictionary.index(text) != specials[text]:
+            raise ValueError(f"the tokenizer puts {text} at id {specials[text]}, fairseq's dictionary at "
+                             f"{dictionary.index(text)}: the ids would not match")
+    return dictionary, dict_txt, source
+
+
+def _led_args(data: Path, flags: List[str], layout: LEDLayout):
+    """fairseq's parsed training args for the LED ``flags`` describe (translation task)."""
+    from fairseq import options
+
+    parser = options.get_training_parser(default_task="translation")
+    return options.parse_args_and_arch(parser, input_args=[
+        str(data), "--task", "translation", *flags, "--activation-fn", "gelu", "--dropout", repr(layout.dropout),
+        "--attention-dropout", repr(layout.attention_dropout), "--activation-dropout", repr(layout.activation_dropout)])
+
+
+def import_led(hf_dir, out_dir, overwrite: bool = False):
+    """``longformer-import-hf`` on an LED folder: HF ``LEDForConditionalGeneration`` (config.json,
+    model.safetensors) -> ``out_dir/model.pt`` (update 0, the cfg of ``fairseq-train --arch led_*
+    --task translation``) + ``dict.txt``, and the folder's tokenizer files in ``hf_tokenizer/``.
+    Returns an ``LEDImportResult``; raises FileNotFoundError / ValueError with nothing written."""
+    import shutil
+    import tempfile
+    import warnings as warnings_module
+
+    import fairseq_longformer  # noqa: F401  (registers the model)
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+    from safetensors.torch import load_file
+
+    from ..models.led import LEDModel
+    from .hf_import import load_hf_state_dict, read_hf_config
+    from .hf_keymap import HF_TOKENIZER_FILES, check_shapes
+    from .restore import fresh_training_state
+
+    hf_dir = Path(hf_dir)
+    check_output_dir(out_dir, overwrite)
+    config = read_hf_config(hf_dir)
+    if config.get("model_type") != "led":
+        raise ValueError(f"{str(hf_dir)!r} has model_type {config.get('model_type')!r}, not 'led'")
+    layout = LEDLayout.from_hf_config(config, repr(str(hf_dir)))
+    hf_state = load_hf_state_dict(hf_dir)
+    reserved = None
+    if (hf_dir / RESERVED_ROWS).is_file():
+        try:
+            reserved = load_file(str(hf_dir / RESERVED_ROWS))
+        except Exception as error:  # safetensors' own error type: a damaged file
+            raise ValueError(f"{str(hf_dir / RESERVED_ROWS)!r} does not load ({error})") from error
+    state = hf_to_fairseq_state(hf_state, layout, reserved)
+    warnings: List[str] = []
+    if reserved is None:
+        warnings.append(f"no {RESERVED_ROWS} (a folder not exported from fairseq): the position tables' reserved "
+                        "rows are zeros, which no position id reaches")
+
+    out_abs = Path(out_dir).absolute()
+    result = LEDImportResult(
+        checkpoint=out_abs / "model.pt", dictionary=out_abs / "dict.txt", arch=layout.arch(),
+        attention_window=layout.windows, max_positions=layout.encoder_positions,
+        decoder_positions=layout.decoder_positions, bart_positions=layout.encoder_positions,
+        model_dims=layout.model_dims(), source=hf_dir.absolute(), warnings=warnings)
+    args = _led_args(out_abs, result.model_flags(), layout)
+    with tempfile.TemporaryDirectory() as scratch:
+        dictionary, dict_txt, result.dictionary_source = _led_dictionary(hf_dir, layout.vocab, Path(scratch), warnings)
+        task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None)
+        model = LEDModel.build_model(args, task)
+        template = model.state_dict()
+        state.update({k: v for k, v in template.items() if k.endswith(".version")})  # the builder's counters
+        if set(state) != set(template):
+            raise ValueError(f"the imported tensors do not fill the fairseq LED: {sorted(set(state) ^ set(template))[:8]}")
+        check_shapes(state, {k: tuple(v.shape) for k, v in template.items()}, f"{str(hf_dir)!r}")
+        model.load_state_dict(state, strict=True)
+        with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
+            warnings_module.simplefilter("ignore")
+            cfg = convert_namespace_to_omegaconf(args)
+        checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+                      "model": model.state_dict(),
+                      **fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}},
+                                             criterion_name=CRITERION)}
+        tokenizer_files = [name for name in HF_TOKENIZER_FILES if (hf_dir / name).is_file()]
+        for warning in warnings:
+            logger.warning(warning)
+        with staged_folder(out_dir, overwrite) as tmp:
+            torch.save(checkpoint, tmp / "model.pt")
+            shutil.copyfile(dict_txt, tmp / "dict.txt")
+            if tokenizer_files:
+                (tmp / "hf_tokenizer").mkdir()
+                for name in tokenizer_files:
+                    shutil.copyfile(hf_dir / name, tmp / "hf_tokenizer" / name)
+    result.copied_files = tokenizer_files
+    logger.info(f"imported the LED ({layout.encoder_layers} + {layout.decoder_layers} layers, one-sided windows "
+                f"{list(layout.windows)}, {layout.encoder_positions} encoder positions) to {out_abs}")
+    return result

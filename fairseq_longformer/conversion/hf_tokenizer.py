@@ -32,15 +32,21 @@ class TokenizerFiles:
         return "gpt2" if gpt2 else "sentencepiece" if self.sentencepiece_model else None
 
 
-def _special_tokens(dictionary) -> Dict[str, str]:
-    mask = "<mask>" if "<mask>" in dictionary.indices else None
-    if mask is None:
-        raise ValueError("the dictionary has no <mask>: a masked-LM tokenizer needs one (fairseq's masked_lm "
-                         "task appends it; pass the task's dictionary)")
+def _special_tokens(dictionary) -> Dict[str, Optional[str]]:
+    """The tokenizer's special tokens by role. ``mask_token`` is None when the dictionary has no
+    <mask>: fairseq's masked_lm and denoising tasks append one, a translation task's dictionary (an
+    LED or BART fine-tuned on document -> summary pairs) has none, and a tokenizer that declared
+    one would give it an id past the model's embeddings."""
     s = dictionary.symbols
     return {"bos_token": s[dictionary.bos()], "eos_token": s[dictionary.eos()], "unk_token": s[dictionary.unk()],
             "pad_token": s[dictionary.pad()], "cls_token": s[dictionary.bos()], "sep_token": s[dictionary.eos()],
-            "mask_token": mask}
+            "mask_token": "<mask>" if "<mask>" in dictionary.indices else None}
+
+
+def _present(specials: Dict[str, Optional[str]]) -> Dict[str, str]:
+    """The special tokens the dictionary has, by role, among those with an id of their own."""
+    roles = ("bos_token", "pad_token", "eos_token", "unk_token", "mask_token")
+    return {role: specials[role] for role in roles if specials[role] is not None}
 
 
 def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_length: int):
@@ -61,8 +67,7 @@ def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_leng
         # exactly what fairseq's gpt2_bpe_utils.get_encoder reads: a version line, then merges
         merges = [tuple(line.split()) for line in f.read().split("\n")[1:-1]]
     specials = _special_tokens(dictionary)
-    vocab: Dict[str, int] = {specials[k]: dictionary.index(specials[k])
-                             for k in ("bos_token", "pad_token", "eos_token", "unk_token", "mask_token")}
+    vocab: Dict[str, int] = {token: dictionary.index(token) for token in _present(specials).values()}
     absent = []
     for token, gpt2_id in sorted(encoder.items(), key=lambda kv: kv[1]):
         index = dictionary.indices.get(str(gpt2_id))
@@ -196,8 +201,8 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
     normal = [s for p, s, t in spec["pieces"] if t == _SP_NORMAL]
     lowest = min(normal) if normal else 0.0
     vocab = [(symbol, score.get(symbol, lowest)) for symbol in dictionary.symbols]
-    for k in ("bos_token", "pad_token", "eos_token", "unk_token", "mask_token"):
-        vocab[dictionary.index(specials[k])] = (specials[k], 0.0)
+    for token in _present(specials).values():
+        vocab[dictionary.index(token)] = (token, 0.0)
     absent = [p for p, _, t in spec["pieces"] if t in (_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE)
               and p not in dictionary.indices]
     if absent:

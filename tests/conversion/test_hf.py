@@ -373,6 +373,29 @@ def _gpt2_setup(gpt2_files, folder, drop=()):
     return bpe, d
 
 
+def _sentencepiece_setup(sentencepiece_file, folder):
+    """(fairseq's sentencepiece encoder, task dictionary of every normal piece, shuffled)."""
+    import random
+
+    from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE, SentencepieceConfig
+
+    bpe = SentencepieceBPE(SentencepieceConfig(sentencepiece_model=str(sentencepiece_file)))
+    sp = bpe.sp
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_unknown(i) or sp.is_control(i))]
+    random.Random(0).shuffle(pieces)  # a dictionary order unrelated to sentencepiece's ids
+    return bpe, _task_dictionary([(p, 1) for p in pieces], folder)
+
+
+def tokenizer_setup(kind, gpt2_files, sentencepiece_file, folder):
+    """(fairseq encoder, masked-LM task dictionary, TokenizerFiles) of a "gpt2" or "sentencepiece"
+    tokenizer; folder/dict.txt is the dictionary as saved, before the task appends <mask>."""
+    if kind == "gpt2":
+        bpe, d = _gpt2_setup(gpt2_files, folder)
+        return bpe, d, TokenizerFiles(gpt2_encoder_json=str(gpt2_files[0]), gpt2_vocab_bpe=str(gpt2_files[1]))
+    bpe, d = _sentencepiece_setup(sentencepiece_file, folder)
+    return bpe, d, TokenizerFiles(sentencepiece_model=str(sentencepiece_file))
+
+
 def _fairseq_ids(bpe, dictionary, text):
     """What fairseq's RoBERTa hub interface does: "<s> " + BPE + " </s>", then the dictionary."""
     line = "<s> " + bpe.encode(text) + " </s>"
@@ -381,21 +404,7 @@ def _fairseq_ids(bpe, dictionary, text):
 
 @pytest.mark.parametrize("kind", ["gpt2", "sentencepiece"])
 def test_exported_tokenizer_gives_the_fairseq_ids(tmp_path, kind, gpt2_files, sentencepiece_file):
-    if kind == "gpt2":
-        bpe, d = _gpt2_setup(gpt2_files, tmp_path)
-        files = TokenizerFiles(gpt2_encoder_json=str(gpt2_files[0]), gpt2_vocab_bpe=str(gpt2_files[1]))
-    else:
-        import random
-
-        from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE, SentencepieceConfig
-
-        bpe = SentencepieceBPE(SentencepieceConfig(sentencepiece_model=str(sentencepiece_file)))
-        sp = bpe.sp
-        pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
-                  if not (sp.is_unknown(i) or sp.is_control(i))]
-        random.Random(0).shuffle(pieces)  # a dictionary order unrelated to sentencepiece's ids
-        d = _task_dictionary([(p, 1) for p in pieces], tmp_path)
-        files = TokenizerFiles(sentencepiece_model=str(sentencepiece_file))
+    bpe, d, files = tokenizer_setup(kind, gpt2_files, sentencepiece_file, tmp_path)
     assert d.index("<mask>") == len(d) - 1
 
     model = build_model(d, encoder_layers=1, encoder_embed_dim=16, encoder_ffn_embed_dim=32,

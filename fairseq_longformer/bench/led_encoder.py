@@ -1,0 +1,212 @@
+"""The LED encoder against BART's dense encoder (issue #15, item 5): forward and forward+backward
+of the whole encoder (embeddings, every layer) on the same input, time and peak memory, measured
+with ``longformer-bench``'s machinery (``workers.run_side_by_side``: memory in fresh processes,
+the two encoders timed side by side, round-robin). The console script is
+``fairseq_longformer/cli/bench_led.py``.
+
+The two contenders hold the same weights: a random fairseq BART with ``bart_positions`` learned
+encoder positions (seed ``case.seed``) whose position table is tiled to the input's length, the
+way ``longformer-convert-bart`` extends it (``conversion.bart.convert_state_dict``), then
+
+  led    that state converted (global projections copied from Q, K, V) into the ``led`` model,
+         one-sided window ``case.window``, the first token global (the LED's default);
+  dense  fairseq's own BART encoder with the tiled table: every token attends every token.
+
+Dropout is 0 in both (the two compute one deterministic function, and the benchmark compares
+attention, not dropout masks). Only the encoder is measured; the model built around it has one
+decoder layer, which is never called.
+
+Shapes: src_tokens (B, N); encoder output (N, B, C), handed out as (B, N, C).
+"""
+import argparse
+import multiprocessing
+import types
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import torch
+from torch import Tensor
+
+from .contenders import Case
+from .measure import Result, Runner
+
+ENCODERS = ("led", "dense")  # "dense": the baseline the bench's ratios are taken against
+BART_VOCAB = 50265  # bart.base / bart.large: the token table (and its gradient) as in practice
+
+
+@dataclass
+class EncoderCase(Case):
+    """One encoder at one length: ``impl`` is "led" or "dense"; ``window`` is the LED's
+    one-sided w; heads * head_dim is the width (bart.base: 12 x 64 = 768)."""
+
+    layers: int = 6
+    ffn: int = 3072
+    vocab: int = BART_VOCAB
+    window: int = 512
+    bart_positions: int = 1024
+    seed: int = 0
+
+    @property
+    def positions(self) -> int:
+        """Encoder positions after tiling: the smallest multiple of BART's that holds the input."""
+        return -(-self.length // self.bart_positions) * self.bart_positions
+
+    def make_runner(self) -> "EncoderRunner":
+        return EncoderRunner(self)
+
+
+def _model_args(case: EncoderCase, positions: int, arch) -> argparse.Namespace:
+    """Architecture flags of a model with ``case``'s encoder and ``positions`` encoder positions."""
+    args = argparse.Namespace(
+        encoder_layers=case.layers, decoder_layers=1, encoder_embed_dim=case.hidden, decoder_embed_dim=case.hidden,
+        encoder_ffn_embed_dim=case.ffn, decoder_ffn_embed_dim=case.ffn, encoder_attention_heads=case.heads,
+        decoder_attention_heads=case.heads, max_source_positions=positions,
+        max_target_positions=case.bart_positions, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        attention_window=str(case.window), attention_dilation="1",
+        task="translation",  # BART's state-dict upgrade asks which task
+    )
+    arch(args)
+    return args
+
+
+def _dictionary(vocab: int):
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for index in range(vocab - len(dictionary)):
+        dictionary.add_symbol(f"w{index}")
+    return dictionary
+
+
+def build_encoder(case: EncoderCase, impl: Optional[str] = None):
+    """(encoder in eval mode, dictionary) for ``impl`` (default ``case.impl``), both built from the
+    same random BART (seed ``case.seed``) with the table tiled to ``case.positions``."""
+    import fairseq_longformer  # noqa: F401  (registers the led model)
+    from fairseq.models.bart import BARTModel
+    from fairseq.models.bart.model import bart_base_architecture
+
+    from ..conversion.bart import POSITIONS_KEY, convert_state_dict
+    from ..conversion.positions import extend_positions
+    from ..models.led import LEDModel, led_base_architecture
+
+    impl = impl or case.impl
+    dictionary = _dictionary(case.vocab)
+    task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None)
+    torch.manual_seed(case.seed)
+    bart = BARTModel.build_model(_model_args(case, case.bart_positions, bart_base_architecture), task)
+    state = bart.state_dict()
+    del bart
+    if impl == "led":
+        state, _ = convert_state_dict(state, case.positions, padding_idx=dictionary.pad())
+        model = LEDModel.build_model(_model_args(case, case.positions, led_base_architecture), task)
+    elif impl == "dense":
+        state[POSITIONS_KEY] = extend_positions(state[POSITIONS_KEY], case.positions, padding_idx=dictionary.pad())
+        model = BARTModel.build_model(_model_args(case, case.positions, bart_base_architecture), task)
+    else:
+        raise ValueError(f"unknown encoder {impl!r}; expected one of {ENCODERS}")
+    model.load_state_dict(state, strict=True)
+    return model.encoder.eval(), dictionary
+
+
+def encoder_inputs(case: EncoderCase, length: int, dictionary) -> Dict[str, Tensor]:
+    """src_tokens (B, N) random tokens ending in </s>, src_lengths (B,), grad_out (N, B, C)."""
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(dictionary.nspecial, len(dictionary), (case.batch, length), generator=gen)
+    tokens[:, -1] = dictionary.eos()
+    grad_out = torch.randn(length, case.batch, case.hidden, generator=gen)
+    return {"src_tokens": tokens, "src_lengths": torch.full((case.batch,), length), "grad_out": grad_out}
+
+
+class EncoderRunner(Runner):
+    """A ``Runner`` (``timed``, ``first_timing``) whose calls run a whole encoder on tokens."""
+
+    def __init__(self, case: EncoderCase):
+        self.case = case
+        if case.device != "cpu" or case.dtype != "float32":
+            raise ValueError("the encoder benchmark runs on CPU in float32")
+        torch.set_num_threads(case.threads)
+        self.sync = lambda: None
+        self.module, self.dictionary = build_encoder(case)
+        # warm-up at a small length (thread pools, first allocations), then the measured input
+        self.inputs = encoder_inputs(case, min(case.length, 2 * case.window), self.dictionary)
+        self.fwd_bwd()
+        self.inputs = encoder_inputs(case, case.length, self.dictionary)
+
+    def _encode(self) -> Tensor:
+        out = self.module(self.inputs["src_tokens"], src_lengths=self.inputs["src_lengths"])
+        return out["encoder_out"][0]  # (N, B, C)
+
+    def fwd(self) -> Tensor:
+        """(B, N, C) encoder output, no gradients."""
+        with torch.no_grad():
+            return self._encode().transpose(0, 1)
+
+    def fwd_bwd(self) -> Tensor:
+        """(B, N, C) encoder output, after the backward pass into every weight."""
+        for p in self.module.parameters():
+            p.grad = None  # as optimizer.zero_grad(set_to_none=True) leaves them
+        out = self._encode()
+        out.backward(self.inputs["grad_out"])
+        return out.detach().transpose(0, 1)
+
+
+def window_covering_difference(case: EncoderCase) -> float:
+    """Largest |LED - dense| of the encoder outputs at ``case.length``, which must fit in the
+    window (N <= w + 1): there the LED computes BART's function, so this is rounding only."""
+    if case.length > case.window + 1:
+        raise ValueError(f"N={case.length} is beyond the window w={case.window}: the outputs differ by design")
+    torch.set_num_threads(case.threads)
+    outputs = []
+    for impl in ENCODERS:
+        encoder, dictionary = build_encoder(case, impl)
+        inputs = encoder_inputs(case, case.length, dictionary)
+        with torch.no_grad():
+            outputs.append(encoder(inputs["src_tokens"], src_lengths=inputs["src_lengths"])["encoder_out"][0])
+        del encoder
+    return (outputs[0] - outputs[1]).abs().max().item()
+
+
+def check_in_fresh_process(case: EncoderCase) -> float:
+    """``window_covering_difference`` in a forked child: a process that has run torch's parallel
+    work may hang the children it forks later, and the workers are forked from this one."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return pool.apply(window_covering_difference, (case,))
+
+
+def ratio_rows(results: List[Result]) -> List[dict]:
+    """JSON rows of ``results`` with the LED's ratios against the dense encoder at its length:
+    time ratio = LED time / dense time (< 1: LED faster), memory ratio = LED peak / dense peak."""
+    from .report import add_ratios
+
+    rows = add_ratios(results)
+    for row in rows:
+        ratios = row.pop("ratios")
+        row["ratios"] = {} if row["impl"] != "led" else {
+            "fwd_time_ratio": None if ratios["fwd_speedup_vs_dense"] is None else 1 / ratios["fwd_speedup_vs_dense"],
+            "fwd_bwd_time_ratio": (None if ratios["fwd_bwd_speedup_vs_dense"] is None
+                                   else 1 / ratios["fwd_bwd_speedup_vs_dense"]),
+            "fwd_mem_ratio": ratios["peak_fwd_mem_ratio_vs_dense"],
+            "fwd_bwd_mem_ratio": ratios["peak_fwd_bwd_mem_ratio_vs_dense"],
+        }
+    return rows
+
+
+def format_rows(rows: List[dict]) -> str:
+    """The table: a line per (length, encoder), the LED's ratios to the dense encoder."""
+    def fmt(value, spec="{:.0f}"):
+        return "-" if value is None else spec.format(value)
+
+    header = (f"{'N':>6} {'encoder':>8} {'status':>7} {'fwd ms':>9} {'fwd+bwd ms':>11} {'fwd MB':>8} {'f+b MB':>8} "
+              f"{'time f+b':>9} {'mem f+b':>8} {'time f':>7} {'mem f':>6} {'busy':>5}")
+    lines = ["ratios: LED / dense (time and peak memory; < 1: the LED needs less); busy: cores used by other "
+             "work just before timing", header, "-" * len(header)]
+    for row in sorted(rows, key=lambda r: (r["length"], ENCODERS.index(r["impl"]))):
+        r = row["ratios"]
+        lines.append(
+            f"{row['length']:>6} {row['impl']:>8} {row['status']:>7} {fmt(row['fwd_ms']):>9} "
+            f"{fmt(row['fwd_bwd_ms']):>11} {fmt(row['peak_fwd_mb'], '{:.1f}'):>8} {fmt(row['peak_fwd_bwd_mb'], '{:.1f}'):>8} "
+            f"{fmt(r.get('fwd_bwd_time_ratio'), '{:.2f}'):>9} {fmt(r.get('fwd_bwd_mem_ratio'), '{:.2f}'):>8} "
+            f"{fmt(r.get('fwd_time_ratio'), '{:.2f}'):>7} {fmt(r.get('fwd_mem_ratio'), '{:.2f}'):>6} "
+            f"{fmt(row['busy_cores_before'], '{:.1f}'):>5}")
+    notes = [f"{r['impl']} N={r['length']}: {r['status']}: {r['note']}" for r in rows if r["status"] != "ok"]
+    return "\n".join(lines + notes)

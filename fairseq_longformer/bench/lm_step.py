@@ -1,0 +1,257 @@
+"""One training step of the char-LM (issue #14, item 6): ``longformer_lm`` against the same model
+with dense attention, time and peak memory, measured with ``longformer-bench``'s machinery
+(``workers``: memory in fresh processes, the two models timed side by side, round-robin). The
+command line is ``fairseq_longformer/cli/bench_lm.py``.
+
+The two contenders are one model: a random ``longformer_lm_small`` (seed ``case.seed``, learned
+positions for the case's length, the architecture's windows growing over the layers and its
+dilation on 2 heads of the upper half), and
+
+  longformer  as built: causal dilated sliding windows (``LongformerSelfAttention``, the PyTorch
+              path on CPU);
+  dense       the same model object with every layer's self-attention replaced by
+              ``DenseCausalSelfAttention``: the same q/k/v/out projections (the same parameter
+              tensors), ``F.scaled_dot_product_attention`` with the layer's causal dilated window
+              as a boolean (N, N) mask, one call per run of heads that share a dilation.
+
+``loss_check`` computes both losses (eval mode, no dropout) on the same characters before anything
+is timed; the benchmark stops when they differ by more than its tolerance. The timed step is
+forward + cross-entropy + backward into every weight in training mode (the architecture's
+dropout), batch ``case.batch``; "fwd" is the eval-mode forward without gradients.
+
+Shapes: tokens (B, N); hidden states (N, B, C) inside the decoder as in fairseq; logits (B, N, V).
+"""
+import argparse
+import multiprocessing
+import types
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .contenders import Case
+from .measure import Result, Runner
+
+MODELS = ("longformer", "dense")  # "dense": the baseline the ratios are taken against
+CHAR_VOCAB = 256  # byte-level characters (enwik8's alphabet fits)
+
+
+@dataclass
+class LMStepCase(Case):
+    """One model at one length: ``impl`` is "longformer" or "dense"; heads * head_dim is the
+    width (longformer_lm_small: 8 x 64 = 512).
+
+    dense_window_offset widens the dense masks' windows by that many keys (testing only: the
+    loss check must then fail)."""
+
+    arch: str = "longformer_lm_small"
+    heads: int = 8
+    head_dim: int = 64
+    vocab: int = CHAR_VOCAB
+    seed: int = 0
+    checkpoint_activations: bool = False
+    dense_window_offset: int = 0
+
+    def make_runner(self) -> "LMStepRunner":
+        return LMStepRunner(self)
+
+
+def causal_dilated_mask(length: int, window: int, dilation: int, device=None) -> Tensor:
+    """(N, N) bool, True where query i may attend key j: j = i - s * d for s = 0 .. w, the
+    causal pattern of ``kernels/pattern.py``, built without any (N, N) integer temporary."""
+    mask = torch.ones(length, length, dtype=torch.bool, device=device).tril_().triu_(-window * dilation)
+    if dilation > 1:
+        residue = torch.arange(length, device=device) % dilation
+        mask &= residue[:, None] == residue[None, :]
+    return mask
+
+
+class DenseCausalSelfAttention(nn.Module):
+    """The dense stand-in for one layer's ``LongformerSelfAttention`` in fairseq's decoder-layer
+    call: query (N, B, C) -> ((N, B, C), None), no padding, no incremental state.
+
+    Holds the replaced module's projections (the same parameters, not copies). Heads come in runs
+    of equal dilation (the paper's: 6 undilated, 2 dilated); each run is one SDPA call with its
+    (N, N) mask, built in the forward, as a model computing this pattern densely would.
+    """
+
+    def __init__(self, attention: nn.Module, window_offset: int = 0):
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj = attention.q_proj, attention.k_proj, attention.v_proj
+        self.out_proj = attention.out_proj
+        self.num_heads, self.head_dim = attention.num_heads, attention.head_dim
+        pattern = attention.config.pattern
+        if not pattern.causal:
+            raise ValueError("the dense char-LM contender needs a causal pattern")
+        self.window = pattern.window + window_offset
+        dilations = pattern.dilation_per_head(self.num_heads)
+        self.runs: List[Tuple[int, int, int]] = []  # (first head, end head, dilation)
+        for head, d in enumerate(dilations):
+            if self.runs and self.runs[-1][2] == d:
+                self.runs[-1] = (self.runs[-1][0], head + 1, d)
+            else:
+                self.runs.append((head, head + 1, d))
+
+    def forward(self, query: Tensor, key=None, value=None, key_padding_mask=None, incremental_state=None,
+                need_weights: bool = False, attn_mask=None, **unused) -> Tuple[Tensor, None]:
+        # attn_mask is fairseq's (N, N) future mask, which every mask below implies
+        if key_padding_mask is not None or incremental_state is not None:
+            raise ValueError("the dense benchmark contender has no padding and no incremental decoding")
+        length, batch, embed = query.shape
+        q, k, v = (p(query).view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, N, D)
+        parts = []
+        for first, end, dilation in self.runs:
+            mask = causal_dilated_mask(length, self.window, dilation, query.device)
+            parts.append(F.scaled_dot_product_attention(q[:, first:end], k[:, first:end], v[:, first:end],
+                                                        attn_mask=mask))
+        out = torch.cat(parts, dim=1).permute(2, 0, 1, 3).reshape(length, batch, embed)
+        return self.out_proj(out), None
+
+    def _get_input_buffer(self, incremental_state) -> dict:
+        return {}  # fairseq's decoder layer asks every self-attention for it
+
+
+def _dictionary(vocab: int):
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for index in range(vocab):
+        dictionary.add_symbol(f"c{index}")
+    return dictionary
+
+
+def build_lm(case: LMStepCase, impl: Optional[str] = None):
+    """(model in eval mode, dictionary) for ``impl`` (default ``case.impl``): the architecture
+    ``case.arch`` with ``case.length`` positions, random weights from ``case.seed``; "dense"
+    swaps every layer's attention for ``DenseCausalSelfAttention`` on the same parameters."""
+    import fairseq_longformer  # noqa: F401  (registers longformer_lm)
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    impl = impl or case.impl
+    if impl not in MODELS:
+        raise ValueError(f"unknown model {impl!r}; expected one of {MODELS}")
+    dictionary = _dictionary(case.vocab)
+    task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary)
+    args = argparse.Namespace(
+        tokens_per_sample=case.length, max_target_positions=case.length, decoder_embed_dim=case.hidden,
+        decoder_attention_heads=case.heads, checkpoint_activations=case.checkpoint_activations)
+    ARCH_CONFIG_REGISTRY[case.arch](args)
+    torch.manual_seed(case.seed)
+    model = ARCH_MODEL_REGISTRY[case.arch].build_model(args, task)
+    if impl == "dense":
+        for layer in model.decoder.layers:
+            layer.self_attn = DenseCausalSelfAttention(layer.self_attn, case.dense_window_offset)
+    return model.eval(), dictionary
+
+
+def lm_inputs(case: LMStepCase, length: int, dictionary) -> Tuple[Tensor, Tensor]:
+    """(tokens, target), both (B, N): random characters, the target the next character."""
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(dictionary.nspecial, len(dictionary), (case.batch, length + 1), generator=gen)
+    ids[:, 0] = dictionary.eos()  # as fairseq's language_modeling blocks start
+    return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
+
+def lm_loss(model, tokens: Tensor, target: Tensor) -> Tuple[Tensor, Tensor]:
+    """(mean cross-entropy in nats, logits (B, N, V))."""
+    logits = model(tokens)[0]
+    return F.cross_entropy(logits.float().flatten(0, 1), target.flatten()), logits
+
+
+class LMStepRunner(Runner):
+    """A ``Runner`` (``timed``, ``first_timing``) whose calls run the whole char-LM on characters."""
+
+    def __init__(self, case: LMStepCase):
+        self.case = case
+        if case.device != "cpu" or case.dtype != "float32":
+            raise ValueError("the char-LM step benchmark runs on CPU in float32")
+        torch.set_num_threads(case.threads)
+        self.sync = lambda: None
+        self.module, self.dictionary = build_lm(case)
+        # warm-up at a small length (thread pools, first allocations), then the measured input
+        self.tokens, self.target = lm_inputs(case, min(case.length, 256), self.dictionary)
+        self.fwd_bwd()
+        self.tokens, self.target = lm_inputs(case, case.length, self.dictionary)
+
+    def fwd(self) -> Tensor:
+        """(B, N, V) logits of the eval-mode model, no gradients (inference)."""
+        self.module.eval()
+        with torch.no_grad():
+            return lm_loss(self.module, self.tokens, self.target)[1]
+
+    def fwd_bwd(self) -> Tensor:
+        """One training step's forward and backward (training mode: the architecture's dropout)
+        into every weight; returns the loss."""
+        self.module.train()
+        for p in self.module.parameters():
+            p.grad = None  # as optimizer.zero_grad(set_to_none=True) leaves them
+        loss, _ = lm_loss(self.module, self.tokens, self.target)
+        loss.backward()
+        return loss.detach()
+
+
+def eval_losses(case: LMStepCase) -> Tuple[float, float, float]:
+    """(longformer loss, dense loss, largest |logit difference|), losses in nats, eval mode, on
+    ``case``'s characters at its length. The mean loss can hide small differences in fp32
+    rounding; the logits show them."""
+    torch.set_num_threads(case.threads)
+    losses, logits = [], []
+    for impl in MODELS:
+        model, dictionary = build_lm(case, impl)
+        tokens, target = lm_inputs(case, case.length, dictionary)
+        with torch.no_grad():
+            loss, out = lm_loss(model, tokens, target)
+        losses.append(float(loss))
+        logits.append(out)
+        del model
+    return losses[0], losses[1], float((logits[0] - logits[1]).abs().max())
+
+
+def loss_check(case: LMStepCase) -> Tuple[float, float, float]:
+    """``eval_losses`` in a forked child: a process that has run torch's parallel work may hang
+    the children it forks later, and the workers are forked from this one."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return pool.apply(eval_losses, (case,))
+
+
+def ratio_rows(results: List[Result]) -> List[dict]:
+    """JSON rows of ``results`` with Longformer's ratios against the dense model at its length:
+    time ratio = dense time / Longformer time (> 1: Longformer faster), memory ratio = dense peak /
+    Longformer peak (> 1: Longformer needs less)."""
+    from .report import add_ratios
+
+    rows = add_ratios(results)
+    for row in rows:
+        ratios = row.pop("ratios")
+        row["ratios"] = {} if row["impl"] != "longformer" else {
+            "fwd_bwd_speedup": ratios["fwd_bwd_speedup_vs_dense"],
+            "fwd_speedup": ratios["fwd_speedup_vs_dense"],
+            "fwd_bwd_mem_ratio": (None if not ratios["peak_fwd_bwd_mem_ratio_vs_dense"]
+                                  else 1 / ratios["peak_fwd_bwd_mem_ratio_vs_dense"]),
+            "fwd_mem_ratio": None if not ratios["peak_fwd_mem_ratio_vs_dense"] else 1 / ratios["peak_fwd_mem_ratio_vs_dense"],
+        }
+    return rows
+
+
+def format_rows(rows: List[dict]) -> str:
+    """The table: a line per (length, model), Longformer's ratios to the dense model."""
+    def fmt(value, spec="{:.0f}"):
+        return "-" if value is None else spec.format(value)
+
+    header = (f"{'N':>6} {'model':>10} {'status':>7} {'step ms':>9} {'fwd ms':>9} {'step MB':>8} {'fwd MB':>8} "
+              f"{'x time':>7} {'x mem':>6} {'busy':>5}")
+    lines = ["step = forward + loss + backward (training mode); x time = dense step time / Longformer's, "
+             "x mem = dense step peak / Longformer's (> 1: Longformer better); busy: cores used by other "
+             "work just before timing", header, "-" * len(header)]
+    for row in sorted(rows, key=lambda r: (r["length"], MODELS.index(r["impl"]))):
+        r = row["ratios"]
+        lines.append(
+            f"{row['length']:>6} {row['impl']:>10} {row['status']:>7} {fmt(row['fwd_bwd_ms']):>9} "
+            f"{fmt(row['fwd_ms']):>9} {fmt(row['peak_fwd_bwd_mb']):>8} {fmt(row['peak_fwd_mb']):>8} "
+            f"{fmt(r.get('fwd_bwd_speedup'), '{:.2f}'):>7} {fmt(r.get('fwd_bwd_mem_ratio'), '{:.2f}'):>6} "
+            f"{fmt(row['busy_cores_before'], '{:.1f}'):>5}")
+    notes = [f"{r['impl']} N={r['length']}: {r['status']}: {r['note']}" for r in rows if r["status"] != "ok"]
+    return "\n".join(lines + notes)

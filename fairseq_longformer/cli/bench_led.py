@@ -1,0 +1,98 @@
+"""longformer-bench-led: the LED encoder against BART's dense encoder on the same input (issue
+#15, item 5), forward and forward+backward, time and peak memory, on the machine at hand.
+
+Both encoders hold the weights of one random BART (bart.base sizes by default: 6 layers, 768
+wide, 12 heads, FFN 3072, BART's 50,265-token table) whose 1,024 learned positions are tiled to
+the input's length, as longformer-convert-bart tiles them; the LED's window is --window (one-sided,
+512 as in the released LED) with the first token global. Before anything is timed, both encoders
+run at --check-length (inside the window, where the LED computes BART's function) and must agree
+to --tolerance. Then, per length: peak memory of each encoder in a fresh process, and the two
+timed side by side (round-robin, so a busy spell of a shared machine falls on both alike).
+Writes a table to stdout and ``<name>.json`` to --out-dir; the ratios are LED / dense.
+The measuring code: fairseq_longformer/bench/led_encoder.py (and workers.py, measure.py).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, format_rows, ratio_rows
+from ..bench.measure import MEMORY_HELP
+from ..bench.workers import default_memory_limit_mb, run_side_by_side
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="longformer-bench-led", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Memory: " + MEMORY_HELP)
+    parser.add_argument("--lengths", default="4096,16384", help="source lengths N (default 4096,16384)")
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--head-dim", type=int, default=64, help="width = heads x head-dim (default 768)")
+    parser.add_argument("--ffn", type=int, default=3072)
+    parser.add_argument("--vocab", type=int, default=50265)
+    parser.add_argument("--window", type=int, default=512, help="the LED's ONE-sided window w (default 512)")
+    parser.add_argument("--bart-positions", type=int, default=1024, help="BART's learned positions (tiled)")
+    parser.add_argument("--check-length", type=int, default=512,
+                        help="N of the equality check before timing (at most w + 1; default 512)")
+    parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |LED - dense| allowed there")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per encoder (median), default 3")
+    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads, default 2")
+    parser.add_argument("--time-cap", type=float, default=3600.0,
+                        help="seconds one forward+backward may take before the case counts as too slow")
+    parser.add_argument("--memory-limit-gb", type=float, default=None,
+                        help="address-space headroom of each worker (default: 60%% of the memory available)")
+    parser.add_argument("--out-dir", default="bench")
+    parser.add_argument("--name", default="led_encoder_cpu")
+    args = parser.parse_args(argv)
+    args.lengths = [int(n) for n in args.lengths.replace(",", " ").split()]
+    if args.check_length > args.window + 1:
+        parser.error(f"--check-length {args.check_length} must be at most --window + 1 = {args.window + 1}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    os.makedirs(args.out_dir, exist_ok=True)
+    memory_limit_mb = args.memory_limit_gb * 1024 if args.memory_limit_gb else default_memory_limit_mb()
+
+    def case(impl, length):
+        return EncoderCase(impl=impl, length=length, global_tokens=1, heads=args.heads, head_dim=args.head_dim,
+                           layers=args.layers, ffn=args.ffn, vocab=args.vocab, window=args.window,
+                           bart_positions=args.bart_positions, repeats=args.repeats, threads=args.threads,
+                           time_cap=args.time_cap, memory_limit_mb=memory_limit_mb)
+
+    started = time.time()
+    load_start = os.getloadavg()
+    difference = check_in_fresh_process(case("led", args.check_length))
+    print(f"check at N={args.check_length} (inside the window w={args.window}): largest |LED - dense| = "
+          f"{difference:.2e} (tolerance {args.tolerance:g})")
+    if not difference <= args.tolerance:
+        print("longformer-bench-led: error: the encoders disagree where they must compute the same function",
+              file=sys.stderr)
+        return 1
+    results = []
+    for length in sorted(args.lengths):
+        results += run_side_by_side([case(impl, length) for impl in ENCODERS])
+        print(f"N={length} done ({time.time() - started:.0f} s, load average {os.getloadavg()[0]:.1f})", flush=True)
+    rows = ratio_rows(results)
+    print(format_rows(rows))
+    load_end = os.getloadavg()
+    print("load average (1, 5, 15 min) at start {:.1f} {:.1f} {:.1f}, at end {:.1f} {:.1f} {:.1f}; {} cores".format(
+        *load_start, *load_end, os.cpu_count()))
+    report = {"settings": {k: v for k, v in vars(args).items() if k not in ("out_dir", "name")},
+              "check": {"length": args.check_length, "max_abs_diff": difference},
+              "environment": {"cpu_count": os.cpu_count(), "load_average_at_start": load_start,
+                              "load_average_at_end": load_end, "seconds": round(time.time() - started, 1)},
+              "memory_method": MEMORY_HELP, "ratio_definition": "LED / dense (time, peak memory)",
+              "results": rows}
+    path = os.path.join(args.out_dir, args.name + ".json")
+    with open(path, "w") as handle:
+        json.dump(report, handle, indent=1)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
