@@ -26,8 +26,9 @@ def _bench(out_dir, *extra):
     return subprocess.run(command, capture_output=True, text=True, timeout=900)
 
 
-def test_smoke_run_prints_both_models_and_the_ratios(tmp_path):
-    completed = _bench(tmp_path)
+@pytest.mark.parametrize("positions", [[], ["--relative-positions"]], ids=["learned", "relative"])
+def test_smoke_run_prints_both_models_and_the_ratios(tmp_path, positions):
+    completed = _bench(tmp_path, *positions)
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads((tmp_path / "smoke.json").read_text())
     check = report["loss_checks"][str(LENGTH)]
@@ -47,6 +48,7 @@ def test_smoke_run_prints_both_models_and_the_ratios(tmp_path):
     # the printed table is the one of these rows, after the loss check's line
     assert lm_step.format_rows(report["results"]) in completed.stdout
     assert f"N={LENGTH}: loss longformer" in completed.stdout
+    assert report["settings"]["relative_positions"] == bool(positions)
 
 
 def test_a_wrong_dense_mask_fails_the_loss_check_before_timing(tmp_path):
@@ -77,3 +79,30 @@ def test_dense_attention_computes_the_longformer_layer():
     with torch.no_grad():
         expected = attention(x, x, x, key_padding_mask=AttentionMasks())[0]
         torch.testing.assert_close(dense(x)[0], expected, rtol=0, atol=1e-5)
+
+
+def test_dense_relative_positions_compute_the_longformer_layer():
+    """With relative positions the dense stand-in builds Transformer-XL's (N, N) position scores
+    (all distances, relative shift, window as -inf) from the same W_R, u, v: outputs and the
+    gradients of every shared parameter equal the layer's band computation."""
+    case = LMStepCase(impl="longformer", length=40, global_tokens=0, heads=4, head_dim=8, relative_positions=True)
+    model, _ = lm_step.build_lm(case)
+    model = model.double()
+    attention = model.decoder.layers[-1].self_attn
+    assert len(set(attention.config.pattern.dilation_per_head(4))) == 2
+    dense = DenseCausalSelfAttention(attention)
+    rel = attention.relative_positions
+    with torch.no_grad():  # u and v start near 0: make them matter
+        rel.biases.content_bias.normal_(std=0.5)
+        rel.biases.position_bias.normal_(std=0.5)
+    x = torch.randn(40, 2, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    weights = [rel.r_proj.weight, rel.biases.content_bias, rel.biases.position_bias, attention.q_proj.weight]
+    results = []
+    for module in (attention, dense):
+        out = module(x, x, x, key_padding_mask=None)[0]
+        results.append((out, torch.autograd.grad(out.pow(2).sum(), weights)))
+    (want, want_grads), (got, got_grads) = results
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    for name, a, b in zip(("W_R", "u", "v", "W_q"), got_grads, want_grads):
+        assert b.abs().max() > 1e-3, name
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10, msg=lambda m: f"gradient of {name}: {m}")

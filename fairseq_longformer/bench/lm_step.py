@@ -4,7 +4,8 @@ with dense attention, time and peak memory, measured with ``longformer-bench``'s
 command line is ``fairseq_longformer/cli/bench_lm.py``.
 
 The two contenders are one model: a random ``longformer_lm_small`` (seed ``case.seed``, learned
-positions for the case's length, the architecture's windows growing over the layers and its
+positions for the case's length, or Transformer-XL's relative positions with
+``case.relative_positions``; the architecture's windows growing over the layers and its
 dilation on 2 heads of the upper half), and
 
   longformer  as built: causal dilated sliding windows (``LongformerSelfAttention``, the PyTorch
@@ -12,7 +13,9 @@ dilation on 2 heads of the upper half), and
   dense       the same model object with every layer's self-attention replaced by
               ``DenseCausalSelfAttention``: the same q/k/v/out projections (the same parameter
               tensors), ``F.scaled_dot_product_attention`` with the layer's causal dilated window
-              as a boolean (N, N) mask, one call per run of heads that share a dilation.
+              as a boolean (N, N) mask, one call per run of heads that share a dilation; with
+              relative positions the mask is float, Transformer-XL's dense (B, H, N, N)
+              position scores with -inf outside the window, as its own code computes them.
 
 ``loss_check`` computes both losses (eval mode, no dropout) on the same characters before anything
 is timed; the benchmark stops when they differ by more than its tolerance. The timed step is
@@ -31,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..modules.relative_positions import sinusoid
 from .contenders import Case
 from .measure import Result, Runner
 
@@ -52,6 +56,7 @@ class LMStepCase(Case):
     vocab: int = CHAR_VOCAB
     seed: int = 0
     checkpoint_activations: bool = False
+    relative_positions: bool = False
     dense_window_offset: int = 0
 
     def make_runner(self) -> "LMStepRunner":
@@ -81,6 +86,7 @@ class DenseCausalSelfAttention(nn.Module):
         super().__init__()
         self.q_proj, self.k_proj, self.v_proj = attention.q_proj, attention.k_proj, attention.v_proj
         self.out_proj = attention.out_proj
+        self.relative_positions = attention.relative_positions  # the same W_R, u, v; or None
         self.num_heads, self.head_dim = attention.num_heads, attention.head_dim
         pattern = attention.config.pattern
         if not pattern.causal:
@@ -102,13 +108,40 @@ class DenseCausalSelfAttention(nn.Module):
         length, batch, embed = query.shape
         q, k, v = (p(query).view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
                    for p in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, N, D)
+        positions = None
+        if self.relative_positions is not None:
+            q, positions = self._relative_terms(q)
         parts = []
         for first, end, dilation in self.runs:
             mask = causal_dilated_mask(length, self.window, dilation, query.device)
+            if positions is not None:  # a float mask: the position scores inside the window
+                mask = positions[:, first:end].masked_fill(~mask, float("-inf"))
             parts.append(F.scaled_dot_product_attention(q[:, first:end], k[:, first:end], v[:, first:end],
                                                         attn_mask=mask))
         out = torch.cat(parts, dim=1).permute(2, 0, 1, 3).reshape(length, batch, embed)
         return self.out_proj(out), None
+
+    def _relative_terms(self, q: Tensor) -> Tuple[Tensor, Tensor]:
+        """Transformer-XL's dense position scores, as its own code computes them: q (B, H, N, D) ->
+        (q + u, scale * (q + v) . W_R r_{i-j}: (B, H, N, N), valid for j <= i).
+
+        (q + v) meets W_R r_delta for every distance N-1 .. 0 in one matmul, then Transformer-XL's
+        "relative shift" turns column k (distance N-1-k) into key j = i - delta: here a strided
+        view of the flat scores, row i starting N-1-i columns in (entries j > i read the next
+        row and are masked by the caller)."""
+        rel = self.relative_positions
+        length, dim = q.shape[2], self.num_heads * self.head_dim
+        distances = torch.arange(length - 1, -1, -1, device=q.device)
+        weight = rel.r_proj.weight.view(self.num_heads, self.head_dim, dim)
+        table = torch.einsum("nc,hdc->hnd", sinusoid(distances, dim).to(weight.dtype), weight)  # (H, N, D)
+        u = rel.biases.content_bias[None, :, None, :]
+        v = rel.biases.position_bias[None, :, None, :]
+        by_distance = torch.einsum("bhid,hnd->bhin", (q + v) * rel.scale, table).contiguous()  # (B, H, N, N)
+        batch, heads = by_distance.shape[:2]
+        shifted = by_distance.as_strided((batch, heads, length, length),
+                                         (heads * length * length, length * length, length - 1, 1),
+                                         by_distance.storage_offset() + length - 1)
+        return q + u, shifted
 
     def _get_input_buffer(self, incremental_state) -> dict:
         return {}  # fairseq's decoder layer asks every self-attention for it
@@ -137,7 +170,8 @@ def build_lm(case: LMStepCase, impl: Optional[str] = None):
     task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary)
     args = argparse.Namespace(
         tokens_per_sample=case.length, max_target_positions=case.length, decoder_embed_dim=case.hidden,
-        decoder_attention_heads=case.heads, checkpoint_activations=case.checkpoint_activations)
+        decoder_attention_heads=case.heads, checkpoint_activations=case.checkpoint_activations,
+        relative_positions=case.relative_positions)
     ARCH_CONFIG_REGISTRY[case.arch](args)
     torch.manual_seed(case.seed)
     model = ARCH_MODEL_REGISTRY[case.arch].build_model(args, task)

@@ -43,6 +43,9 @@ def parse_args(argv=None):
     parser.add_argument("--checkpoint-activations", action="store_true",
                         help="both models recompute each layer in backward (fairseq's flag; the "
                              "char-LM recipes train with it)")
+    parser.add_argument("--relative-positions", action="store_true",
+                        help="both models with Transformer-XL's relative positions (the recipes' "
+                             "setting): the dense one adds its (N, N) position scores as a float mask")
     parser.add_argument("--loss-tolerance", type=float, default=1e-4,
                         help="largest |longformer loss - dense loss| (nats) accepted before timing")
     parser.add_argument("--time-cap", type=float, default=900.0,
@@ -77,6 +80,7 @@ def main(argv=None) -> int:
                             repeats=args.repeats, threads=args.threads, time_cap=args.time_cap,
                             memory_limit_mb=limit_mb, seed=args.seed,
                             checkpoint_activations=args.checkpoint_activations,
+                            relative_positions=args.relative_positions,
                             dense_window_offset=args.dense_window_offset)
                  for impl in MODELS]
         print(f"N={length}: checking that both models give the same loss", flush=True)

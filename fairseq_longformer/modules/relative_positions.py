@@ -9,8 +9,16 @@ per-layer projection without bias (Transformer-XL's ``r_net``), and u, v per-hea
 (Transformer-XL's ``r_w_bias``, ``r_r_bias``). The position term depends on the distance only,
 and within a head's band the distance of step s is always s * d_h: so the whole term is a
 (H, w + 1, D) table per layer and one einsum with the queries, handed to the attention core as
-``band_bias`` (B, H, N, w + 1), added to the already-scaled score of the window keys. Nothing is
-N x N, nothing depends on the absolute position, and a model evaluates at any length.
+``band_bias`` (B, H, N, w + 1), added to the already-scaled score of the window keys. Nothing
+depends on the absolute position, and a model evaluates at any length.
+
+The band bias is as large as the band: (B, H, N, w + 1), 8.5 GB in fp16 per layer and sequence at
+the char-LM's last phase (N = w = 23,040, 8 heads). Saved for backward by every layer it would
+take ~100 GB. So ``RelativePositionScores.attend`` makes it at most ``BAND_BIAS_BUDGET_BYTES`` at
+a time: above that, the heads are attended in groups, each group's bias made inside an
+activation checkpoint (made, used and dropped in the forward; made again in the backward), so no
+layer keeps a bias for backward and the largest one alive is one group's. The cost is one more
+attention forward per layer in the backward of long sequences.
 
 u and v are shared by every layer, as Transformer-XL's character-level models have them: its
 PyTorch ``MemTransformerLM`` creates one ``r_w_bias`` and one ``r_r_bias`` of (n_head, d_head) and
@@ -24,12 +32,22 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
-from longformer_kernels import AttentionPattern
+from longformer_kernels import AttentionMasks, AttentionPattern, longformer_attention
+from longformer_kernels.dropout import AttentionDropout
 from longformer_kernels.pattern import default_scale
 
 # Transformer-XL's init of r_w_bias / r_r_bias: normal with its --init_std 0.02
 BIAS_INIT_STD = 0.02
+
+# The largest band bias made at once (bytes); above it the heads are attended in checkpointed
+# groups (module docstring). 256 MiB keeps it well below a layer's other activations at 4,096
+# characters and makes one head's bias (about 1 GB fp16 at N = w = 23,040) the peak at the last phase.
+BAND_BIAS_BUDGET_BYTES = 256 * 2 ** 20
+
+# Odd 32-bit constant that moves each head group's dropout seed (Fibonacci hashing's 2^32 / phi)
+_GROUP_SEED_STEP = 0x9E3779B1
 
 
 def sinusoid(distances: Tensor, dim: int) -> Tensor:
@@ -79,6 +97,7 @@ class RelativePositionScores(nn.Module):
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
         self.num_heads, self.head_dim = num_heads, embed_dim // num_heads
+        self.pattern = pattern
         self.window = pattern.window
         self.dilations: Tuple[int, ...] = pattern.dilation_per_head(num_heads)
         self.scale = default_scale(self.head_dim)
@@ -112,9 +131,56 @@ class RelativePositionScores(nn.Module):
         positions before it, whatever t's absolute position (so a full forward and a cached
         step-by-step one use the same values). ``table``: ``self.table()``, when computed already.
         """
-        table = self.table() if table is None else table
-        u = self.biases.content_bias[None, :, None, :]
-        v = self.biases.position_bias[None, :, None, :]
-        band_bias = torch.einsum("bhtd,hsd->bhts", (q + v) * self.scale, table)
-        return q + u, band_bias
+        return self._terms(q, self.table() if table is None else table, slice(None))
 
+    def _terms(self, q: Tensor, table: Tensor, heads: slice) -> Tuple[Tensor, Tensor]:
+        """``forward`` for the heads ``heads``: q (B, h, T, D), table (h, w + 1, D)."""
+        u = self.biases.content_bias[None, heads, None, :]
+        v = self.biases.position_bias[None, heads, None, :]
+        return q + u, torch.einsum("bhtd,hsd->bhts", (q + v) * self.scale, table)
+
+
+    def heads_per_group(self, batch: int, length: int, element_size: int) -> int:
+        """How many heads' band bias, (B, heads, N, w + 1), fit in ``BAND_BIAS_BUDGET_BYTES`` (>= 1)."""
+        per_head = batch * length * (self.window + 1) * element_size
+        return max(1, BAND_BIAS_BUDGET_BYTES // max(per_head, 1))
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, masks: AttentionMasks, impl: str,
+               dropout: Optional[AttentionDropout]) -> Tensor:
+        """The attention core with the relative position terms: (B, H, N, D) unscaled q, k, v ->
+        (B, H, N, D), Transformer-XL's score above over the causal dilated window.
+
+        Heads in groups of ``heads_per_group`` (all at once when the whole bias fits the budget).
+        Each group after the first draws its attention dropout from a seed of its own: a group's
+        heads are numbered from 0 inside the core, and a shared seed would give heads h and
+        h + group the same mask.
+        """
+        batch, heads, length, _ = q.shape
+        table = self.table()
+        group = self.heads_per_group(batch, length, q.element_size())
+        if group >= heads:
+            return self._attend_heads(q, k, v, table, 0, masks, impl, dropout)
+        # a checkpoint only pays where a backward will run; without one, groups alone bound memory
+        recompute = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, table))
+        outputs = []
+        for index, start in enumerate(range(0, heads, group)):
+            heads_here = slice(start, start + group)
+            group_dropout = dropout
+            if dropout is not None and index:
+                group_dropout = AttentionDropout(dropout.p, (dropout.seed + index * _GROUP_SEED_STEP) % 2 ** 31)
+            inputs = (q[:, heads_here], k[:, heads_here], v[:, heads_here], table[heads_here], start,
+                      masks, impl, group_dropout)
+            if recompute:
+                outputs.append(checkpoint(self._attend_heads, *inputs, use_reentrant=False))
+            else:
+                outputs.append(self._attend_heads(*inputs))
+        return torch.cat(outputs, dim=1)
+
+    def _attend_heads(self, q: Tensor, k: Tensor, v: Tensor, table: Tensor, first_head: int,
+                      masks: AttentionMasks, impl: str, dropout: Optional[AttentionDropout]) -> Tensor:
+        """Heads first_head .. first_head + h - 1: q, k, v (B, h, N, D), table (h, w + 1, D)."""
+        heads = slice(first_head, first_head + q.shape[1])
+        q_content, band_bias = self._terms(q, table, heads)
+        pattern = AttentionPattern(self.window, self.dilations[heads], causal=True)
+        return longformer_attention(q_content, k, v, None, None, None, pattern, masks, impl=impl,
+                                    global_rows=False, dropout=dropout, band_bias=band_bias)

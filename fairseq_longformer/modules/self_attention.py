@@ -211,17 +211,17 @@ class LongformerSelfAttention(nn.Module):
         # (One matmul on the stacked q/k/v weights was measured too: no faster on CPU, and it
         # keeps the stacked weight and its gradient as extra memory.)
         q, k, v = (self._heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
-        band_bias = None
         if self.relative_positions is not None:
-            # Transformer-XL: the query q + u meets the keys, q + v the distances (band_bias)
-            q, band_bias = self.relative_positions(q)
-        # Local rows attend the global keys with the local projections, in the attention call.
-        # Its global rows are replaced below by rows computed with the global projections
-        # (_global_rows), so it is told to skip them (global_rows=False): no K_g, V_g over all N
-        # tokens is ever made.
-        out = longformer_attention(q, k, v, None, None, None, self.config.pattern, masks,
-                                   impl=self.config.impl, global_rows=False, dropout=dropout,
-                                   band_bias=band_bias)
+            # Transformer-XL: the query q + u meets the keys, q + v the distances (a band bias);
+            # causal, so no global tokens
+            out = self.relative_positions.attend(q, k, v, masks, self.config.impl, dropout)
+        else:
+            # Local rows attend the global keys with the local projections, in the attention call.
+            # Its global rows are replaced below by rows computed with the global projections
+            # (_global_rows), so it is told to skip them (global_rows=False): no K_g, V_g over all
+            # N tokens is ever made.
+            out = longformer_attention(q, k, v, None, None, None, self.config.pattern, masks,
+                                       impl=self.config.impl, global_rows=False, dropout=dropout)
         out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
         if masks.is_global is not None:
             values = self._global_rows(x, masks, dropout)

@@ -6,6 +6,7 @@ by the layers, logits that do not depend on the absolute position, cached decodi
 the full forward); and clear errors. (Causality with relative positions: test_causality.py;
 fairseq-train / fairseq-eval-lm at 4x the training length: test_relative_positions_cli.py.)"""
 import argparse
+import dataclasses
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.sequence_generator import SequenceGenerator
 
 from longformer_kernels import AttentionPattern
+from fairseq_longformer.modules import relative_positions
 from fairseq_longformer.modules.incremental import IncrementalLongformerSelfAttention
 from fairseq_longformer.modules.relative_positions import RelativePositionBiases
 from fairseq_longformer.modules.self_attention import LongformerAttentionConfig, LongformerSelfAttention
@@ -121,6 +123,82 @@ def test_attention_equals_dense_transformer_xl_relative_attention(impl, length, 
         assert got.abs().max() > 1e-3, f"{name} gets no gradient"
         torch.testing.assert_close(got.double(), want_grads[name].double(), atol=tol * 10, rtol=tol * 10,
                                    msg=lambda m: f"{impl}: gradient of {name}: {m}")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_heads_in_checkpointed_groups_equal_the_dense_version(impl, monkeypatch):
+    """A band bias over the budget: heads attended in groups (here 1 + 1 + 1 + 1 and 3 + 1), each
+    group's bias made inside a checkpoint; outputs and every gradient still Transformer-XL's."""
+    length, window, dilation, padded = CASES[1]
+    dtype = torch.float32 if impl == "triton" else torch.float64
+    tol = 2e-6 if impl == "triton" else 1e-10
+    per_head = 2 * length * (window + 1) * torch.tensor([], dtype=dtype).element_size()
+    for group in (1, 3):
+        monkeypatch.setattr(relative_positions, "BAND_BIAS_BUDGET_BYTES", group * per_head)
+        attn = _relative_attention(impl, window, dilation, dtype)
+        calls = _count_core_calls(monkeypatch)
+        x = torch.randn(length, 2, 32, generator=torch.Generator().manual_seed(2), dtype=dtype).requires_grad_()
+        padding = torch.zeros(2, length, dtype=torch.bool)
+        padding[0, length - padded:] = True
+        real = ~padding.t()
+        out, _ = attn(x, key_padding_mask=padding)
+        assert calls == [min(group, 4 - i) for i in range(0, 4, group)], calls  # heads per call
+        want = dense_transformer_xl(attn, x, padding)
+        torch.testing.assert_close(out[real].double(), want[real], atol=tol, rtol=tol)
+        got_grads = _gradients(attn, x, out.masked_fill(~real[..., None], 0))
+        assert len(calls) == 2 * len(range(0, 4, group))  # each group's attention ran again in backward
+        want_grads = _gradients(attn, x, want.masked_fill(~real[..., None], 0))
+        for name, got in got_grads.items():
+            torch.testing.assert_close(got.double(), want_grads[name].double(), atol=tol * 10, rtol=tol * 10,
+                                       msg=lambda m: f"{impl}, groups of {group}: gradient of {name}: {m}")
+
+
+def _count_core_calls(monkeypatch):
+    """Record the number of heads of every attention-core call the relative positions make."""
+    calls = []
+    core = relative_positions.longformer_attention
+
+    def counting(q, *args, **kwargs):
+        calls.append(q.shape[1])
+        return core(q, *args, **kwargs)
+
+    monkeypatch.setattr(relative_positions, "longformer_attention", counting)
+    return calls
+
+
+def _largest_saved_for_backward(attn, x):
+    """numel of the largest tensor autograd keeps from the forward (outside checkpoints)."""
+    sizes = [0]
+
+    def pack(tensor):
+        sizes.append(tensor.numel())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        attn(x)
+    return max(sizes)
+
+
+def test_over_the_budget_no_band_bias_is_kept_for_backward(monkeypatch):
+    """The point of the groups: within the budget band-sized tensors, (B, H, N, ~w), are kept for
+    backward (the check can tell); over it, nothing larger than the input is kept, and no dropout
+    mask repeats across groups."""
+    length, window = 96, 64
+    attn = _relative_attention("torch", window, (1, 1, 2, 3), torch.float64)
+    x = torch.randn(length, 2, 32, dtype=torch.float64, requires_grad=True)
+    # band-sized (the core's probabilities, about B * H * N * w): 8x the input here
+    assert _largest_saved_for_backward(attn, x) > 4 * x.numel()
+    monkeypatch.setattr(relative_positions, "BAND_BIAS_BUDGET_BYTES", 1)
+    assert _largest_saved_for_backward(attn, x) <= x.numel()
+
+    seeds = []
+    core = relative_positions.longformer_attention
+    monkeypatch.setattr(relative_positions, "longformer_attention",
+                        lambda *a, **k: seeds.append(k["dropout"].seed) or core(*a, **k))
+    attn.config = dataclasses.replace(attn.config, dropout=0.1)
+    attn.train()
+    attn(x)
+    assert len(seeds) == 4 and len(set(seeds)) == 4
 
 
 def test_dense_version_can_tell_the_position_term_apart():
