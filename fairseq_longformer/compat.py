@@ -236,6 +236,7 @@ def _keep_the_last_short_batch() -> None:
         return list(batches) + list(rest)
 
     batch_by_size._longformer_patched = True
+    batch_by_size.original = original  # fairseq-fixed's own, which drops the short batch
     data_utils.batch_by_size = batch_by_size
 
 

@@ -119,7 +119,7 @@ def train_cmd(a, data: Path, save_dir: Path, window: str, dilation: str, seed: i
         "--cpu", "--num-workers", "0", "--disable-validation", "--no-epoch-checkpoints",
         "--save-dir", str(save_dir), "--log-format", "simple", "--log-interval", "100",
         "--seed", str(seed),
-    ]
+    ] + (["--relative-positions"] if a.positions == "relative" else [])
 
 
 def eval_cmd(a, data: Path, checkpoint: Path) -> List[str]:
@@ -254,7 +254,8 @@ def markdown(table: Dict[str, Dict], a, labels: Dict[str, str], patterns: Dict[s
         lines.append(f"| {labels[key]} | {window} | {dilation} | {cells} | {t['mean']:.4f} ± {t['spread']:.4f} "
                      f"| {PAPER[key]:.2f} |")
     lines += ["", f"Valid bits per character (fairseq-eval-lm, windows of {a.sequence} characters, the first "
-              f"{a.context} of each only context), {a.layers} layers x {a.dim}, {a.heads} heads, {a.updates} "
+              f"{a.context} of each only context), {a.layers} layers x {a.dim}, {a.heads} heads, {a.positions} "
+              f"positions, {a.updates} "
               f"updates of {a.batch_size} x {a.sequence} characters; spread = half the range over seeds. "
               "Paper: Table 4 (text8, 12 layers, 150K steps).", "",
               "Gaps (worse - better, bits): " + "; ".join(
@@ -280,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--updates", type=int, default=300)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--positions", choices=("relative", "learned"), default="relative",
+                   help="Transformer-XL's relative positions (the paper's char-LM, --relative-positions) "
+                        "or learned absolute ones")
     p.add_argument("--parallel", type=int, default=2, help="runs at a time")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per run")
     return p

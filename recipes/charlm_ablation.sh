@@ -17,6 +17,7 @@
 #   SEEDS=1,2                  UPDATES=300  BATCH_SIZE=8  LR=2e-3
 #   LAYERS=4 DIM=128 HEADS=4   BOTTOM=8 TOP=64   (one-sided windows of the bottom and top layers)
 #   SEQUENCE=512 CONTEXT=256   training sequence and eval window; its unscored context
+#   POSITIONS=relative         Transformer-XL's relative positions (the paper's), or learned
 #   PARALLEL=2 THREADS=1       runs at a time, intra-op threads each (more threads per run
 #                              are slower on a shared machine)
 #   PYTHON=<repo>/.venv/bin/python when it exists, else python3
@@ -31,23 +32,10 @@ fi
 export OMP_NUM_THREADS="${THREADS:-1}"
 
 ARGS=()
-add() {  # add FLAG VALUE when VALUE is set
-  if [[ -n "$2" ]]; then ARGS+=("$1" "$2"); fi
-}
-add --out "${OUT:-}"
-add --seeds "${SEEDS:-}"
-add --updates "${UPDATES:-}"
-add --batch-size "${BATCH_SIZE:-}"
-add --lr "${LR:-}"
-add --layers "${LAYERS:-}"
-add --dim "${DIM:-}"
-add --heads "${HEADS:-}"
-add --bottom "${BOTTOM:-}"
-add --top "${TOP:-}"
-add --sequence "${SEQUENCE:-}"
-add --context "${CONTEXT:-}"
-add --parallel "${PARALLEL:-}"
-add --threads "${THREADS:-}"
+# shellcheck source=recipes/env_flags.sh
+source "$REPO/recipes/env_flags.sh"
+flags_from_env OUT SEEDS UPDATES BATCH_SIZE LR LAYERS DIM HEADS BOTTOM TOP SEQUENCE CONTEXT \
+  POSITIONS PARALLEL THREADS
 
 cd "$REPO"
 exec "$PYTHON" "$REPO/recipes/charlm_ablation.py" "${ARGS[@]}" "$@"

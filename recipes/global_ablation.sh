@@ -25,24 +25,8 @@ source "${VENV:-$REPO/.venv}/bin/activate"
 export OMP_NUM_THREADS="${THREADS:-1}"
 
 ARGS=()
-add() {  # add FLAG VALUE when VALUE is set
-  if [[ -n "$2" ]]; then ARGS+=("$1" "$2"); fi
-}
-add --out "${OUT:-}"
-add --seeds "${SEEDS:-}"
-add --rows "${ROWS:-}"
-add --updates "${UPDATES:-}"
-add --batch-size "${BATCH_SIZE:-}"
-add --lr "${LR:-}"
-add --layers "${LAYERS:-}"
-add --dim "${DIM:-}"
-add --heads "${HEADS:-}"
-add --window "${WINDOW:-}"
-add --long "${LONG:-}"
-add --short "${SHORT:-}"
-add --doc-words "${DOC_WORDS:-}"
-add --train-examples "${TRAIN_EXAMPLES:-}"
-add --valid-examples "${VALID_EXAMPLES:-}"
-add --vocab "${VOCAB:-}"
-add --needles "${NEEDLES:-}"
+# shellcheck source=recipes/env_flags.sh
+source "$REPO/recipes/env_flags.sh"
+flags_from_env OUT SEEDS ROWS UPDATES BATCH_SIZE LR LAYERS DIM HEADS WINDOW LONG SHORT DOC_WORDS \
+  TRAIN_EXAMPLES VALID_EXAMPLES VOCAB NEEDLES
 exec python recipes/global_ablation.py "${ARGS[@]}" "$@"

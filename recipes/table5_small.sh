@@ -34,21 +34,10 @@ if [[ -z "${PYTHON:-}" ]]; then
 fi
 
 ARGS=(--out "${OUT:-checkpoints/table5_small}")
-add() {  # add FLAG VALUE when VALUE is set
-  if [[ -n "$2" ]]; then ARGS+=("$1" "$2"); fi
-}
-add --length "${LENGTH:-}"
-add --layers "${LAYERS:-}"
-add --dim "${DIM:-}"
-add --heads "${HEADS:-}"
-add --tokenizer "${TOKENIZER:-}"
-add --vocab "${VOCAB:-}"
-add --batch-tokens "${BATCH_TOKENS:-}"
-add --roberta-updates "${ROBERTA_UPDATES:-}"
-add --short-updates "${SHORT_UPDATES:-}"
-add --long-updates "${LONG_UPDATES:-}"
-add --frozen-updates "${FROZEN_UPDATES:-}"
-add --threads "${THREADS:-}"
+# shellcheck source=recipes/env_flags.sh
+source "$REPO/recipes/env_flags.sh"
+flags_from_env LENGTH LAYERS DIM HEADS TOKENIZER VOCAB BATCH_TOKENS ROBERTA_UPDATES \
+  SHORT_UPDATES LONG_UPDATES FROZEN_UPDATES THREADS
 
 cd "$REPO"
 exec "$PYTHON" "$REPO/recipes/table5_small.py" "${ARGS[@]}" "$@"

@@ -121,6 +121,24 @@ def test_ratios_are_baseline_time_over_this_and_this_memory_over_baseline():
     assert rows["torch", 2048]["ratios"]["fwd_bwd_speedup_vs_hf"] is None
 
 
+def test_model_vs_baseline_rows_and_table_of_the_lm_and_led_benchmarks():
+    """``longformer-bench-lm`` and ``-led``'s ratios, the convention above: speedup = baseline time
+    / model time, memory ratio = model peak / baseline peak; only the model's row has them."""
+    results = [r for r in _known_results() if r.case.impl != "hf"]
+    rows = {(r["impl"], r["length"]): r for r in report.model_vs_baseline_rows(results, "torch", "dense")}
+    assert rows["torch", 1024]["ratios"] == pytest.approx(
+        {"fwd_bwd_speedup": 3.0, "fwd_speedup": 3.0, "fwd_bwd_mem_ratio": 0.25, "fwd_mem_ratio": 0.2})
+    assert rows["dense", 1024]["ratios"] == {}
+    assert set(rows["torch", 2048]["ratios"].values()) == {None}  # the baseline ran out of memory
+    table = report.format_model_rows(list(rows.values()), ("torch", "dense"))
+    assert table.splitlines()[0].startswith("speedup = dense time / torch time (> 1: torch faster); "
+                                            "mem = torch peak / dense peak (< 1: torch needs less)")
+    torch_line = next(line for line in table.splitlines() if line.split()[:3] == ["1024", "torch", "ok"])
+    # N model status f+b-ms fwd-ms f+b-MB fwd-MB speedup mem fwd-speedup fwd-mem busy
+    assert torch_line.split()[3:11] == ["30", "10", "50", "20", "3.00", "0.25", "3.00", "0.20"]
+    assert "dense N=2048: oom" in table
+
+
 def test_table_shows_the_ratios_and_the_failures():
     table = report.format_table(report.add_ratios(_known_results()))
     torch_line = next(line for line in table.splitlines() if line.split()[:3] == ["1024", "torch", "ok"])

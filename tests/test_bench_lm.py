@@ -40,11 +40,15 @@ def test_smoke_run_prints_both_models_and_the_ratios(tmp_path, positions):
         assert row["status"] == "ok" and row["length"] == LENGTH, row
         assert len(row["fwd_bwd_ms_all"]) == 1 and row["fwd_bwd_ms"] > 0 and row["fwd_ms"] > 0
         assert row["peak_fwd_bwd_mb"] is not None and row["peak_fwd_mb"] is not None
-    ratios = rows["longformer"]["ratios"]
-    assert ratios["fwd_bwd_speedup"] == pytest.approx(rows["dense"]["fwd_bwd_ms"] / rows["longformer"]["fwd_bwd_ms"])
-    if rows["longformer"]["peak_fwd_bwd_mb"]:
-        assert ratios["fwd_bwd_mem_ratio"] == pytest.approx(
-            rows["dense"]["peak_fwd_bwd_mb"] / rows["longformer"]["peak_fwd_bwd_mb"])
+    # speedup = dense time / Longformer time, memory ratio = Longformer peak / dense peak
+    ratios, longformer, dense = rows["longformer"]["ratios"], rows["longformer"], rows["dense"]
+    assert ratios["fwd_bwd_speedup"] == pytest.approx(dense["fwd_bwd_ms"] / longformer["fwd_bwd_ms"])
+    assert ratios["fwd_speedup"] == pytest.approx(dense["fwd_ms"] / longformer["fwd_ms"])
+    if dense["peak_fwd_bwd_mb"]:
+        assert ratios["fwd_bwd_mem_ratio"] == pytest.approx(longformer["peak_fwd_bwd_mb"] / dense["peak_fwd_bwd_mb"])
+    if dense["peak_fwd_mb"]:
+        assert ratios["fwd_mem_ratio"] == pytest.approx(longformer["peak_fwd_mb"] / dense["peak_fwd_mb"])
+    assert dense["ratios"] == {}
     # the printed table is the one of these rows, after the loss check's line
     assert lm_step.format_rows(report["results"]) in completed.stdout
     assert f"N={LENGTH}: loss longformer" in completed.stdout

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from .contenders import Case
 from .measure import Result, Runner
+from .report import format_model_rows, model_vs_baseline_rows
 
 ENCODERS = ("led", "dense")  # "dense": the baseline the bench's ratios are taken against
 BART_VOCAB = 50265  # bart.base / bart.large: the token table (and its gradient) as in practice
@@ -174,39 +175,12 @@ def check_in_fresh_process(case: EncoderCase) -> float:
 
 
 def ratio_rows(results: List[Result]) -> List[dict]:
-    """JSON rows of ``results`` with the LED's ratios against the dense encoder at its length:
-    time ratio = LED time / dense time (< 1: LED faster), memory ratio = LED peak / dense peak."""
-    from .report import add_ratios
-
-    rows = add_ratios(results)
-    for row in rows:
-        ratios = row.pop("ratios")
-        row["ratios"] = {} if row["impl"] != "led" else {
-            "fwd_time_ratio": None if ratios["fwd_speedup_vs_dense"] is None else 1 / ratios["fwd_speedup_vs_dense"],
-            "fwd_bwd_time_ratio": (None if ratios["fwd_bwd_speedup_vs_dense"] is None
-                                   else 1 / ratios["fwd_bwd_speedup_vs_dense"]),
-            "fwd_mem_ratio": ratios["peak_fwd_mem_ratio_vs_dense"],
-            "fwd_bwd_mem_ratio": ratios["peak_fwd_bwd_mem_ratio_vs_dense"],
-        }
-    return rows
+    """JSON rows of ``results``, the LED's with its ratios against the dense encoder at its length
+    (``report.model_vs_baseline_rows``): speedup = dense time / LED time (> 1: the LED faster),
+    memory ratio = LED peak / dense peak (< 1: the LED needs less)."""
+    return model_vs_baseline_rows(results, "led", "dense")
 
 
 def format_rows(rows: List[dict]) -> str:
     """The table: a line per (length, encoder), the LED's ratios to the dense encoder."""
-    def fmt(value, spec="{:.0f}"):
-        return "-" if value is None else spec.format(value)
-
-    header = (f"{'N':>6} {'encoder':>8} {'status':>7} {'fwd ms':>9} {'fwd+bwd ms':>11} {'fwd MB':>8} {'f+b MB':>8} "
-              f"{'time f+b':>9} {'mem f+b':>8} {'time f':>7} {'mem f':>6} {'busy':>5}")
-    lines = ["ratios: LED / dense (time and peak memory; < 1: the LED needs less); busy: cores used by other "
-             "work just before timing", header, "-" * len(header)]
-    for row in sorted(rows, key=lambda r: (r["length"], ENCODERS.index(r["impl"]))):
-        r = row["ratios"]
-        lines.append(
-            f"{row['length']:>6} {row['impl']:>8} {row['status']:>7} {fmt(row['fwd_ms']):>9} "
-            f"{fmt(row['fwd_bwd_ms']):>11} {fmt(row['peak_fwd_mb'], '{:.1f}'):>8} {fmt(row['peak_fwd_bwd_mb'], '{:.1f}'):>8} "
-            f"{fmt(r.get('fwd_bwd_time_ratio'), '{:.2f}'):>9} {fmt(r.get('fwd_bwd_mem_ratio'), '{:.2f}'):>8} "
-            f"{fmt(r.get('fwd_time_ratio'), '{:.2f}'):>7} {fmt(r.get('fwd_mem_ratio'), '{:.2f}'):>6} "
-            f"{fmt(row['busy_cores_before'], '{:.1f}'):>5}")
-    notes = [f"{r['impl']} N={r['length']}: {r['status']}: {r['note']}" for r in rows if r["status"] != "ok"]
-    return "\n".join(lines + notes)
+    return format_model_rows(rows, ENCODERS, impl_heading="encoder")

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from ..modules.relative_positions import sinusoid
 from .contenders import Case
 from .measure import Result, Runner
+from .report import format_model_rows, model_vs_baseline_rows
 
 MODELS = ("longformer", "dense")  # "dense": the baseline the ratios are taken against
 CHAR_VOCAB = 256  # byte-level characters (enwik8's alphabet fits)
@@ -252,40 +253,13 @@ def loss_check(case: LMStepCase) -> Tuple[float, float, float]:
 
 
 def ratio_rows(results: List[Result]) -> List[dict]:
-    """JSON rows of ``results`` with Longformer's ratios against the dense model at its length:
-    time ratio = dense time / Longformer time (> 1: Longformer faster), memory ratio = dense peak /
-    Longformer peak (> 1: Longformer needs less)."""
-    from .report import add_ratios
-
-    rows = add_ratios(results)
-    for row in rows:
-        ratios = row.pop("ratios")
-        row["ratios"] = {} if row["impl"] != "longformer" else {
-            "fwd_bwd_speedup": ratios["fwd_bwd_speedup_vs_dense"],
-            "fwd_speedup": ratios["fwd_speedup_vs_dense"],
-            "fwd_bwd_mem_ratio": (None if not ratios["peak_fwd_bwd_mem_ratio_vs_dense"]
-                                  else 1 / ratios["peak_fwd_bwd_mem_ratio_vs_dense"]),
-            "fwd_mem_ratio": None if not ratios["peak_fwd_mem_ratio_vs_dense"] else 1 / ratios["peak_fwd_mem_ratio_vs_dense"],
-        }
-    return rows
+    """JSON rows of ``results``, Longformer's with its ratios against the dense model at its length
+    (``report.model_vs_baseline_rows``): speedup = dense time / Longformer time (> 1: Longformer
+    faster), memory ratio = Longformer peak / dense peak (< 1: Longformer needs less)."""
+    return model_vs_baseline_rows(results, "longformer", "dense")
 
 
 def format_rows(rows: List[dict]) -> str:
     """The table: a line per (length, model), Longformer's ratios to the dense model."""
-    def fmt(value, spec="{:.0f}"):
-        return "-" if value is None else spec.format(value)
-
-    header = (f"{'N':>6} {'model':>10} {'status':>7} {'step ms':>9} {'fwd ms':>9} {'step MB':>8} {'fwd MB':>8} "
-              f"{'x time':>7} {'x mem':>6} {'busy':>5}")
-    lines = ["step = forward + loss + backward (training mode); x time = dense step time / Longformer's, "
-             "x mem = dense step peak / Longformer's (> 1: Longformer better); busy: cores used by other "
-             "work just before timing", header, "-" * len(header)]
-    for row in sorted(rows, key=lambda r: (r["length"], MODELS.index(r["impl"]))):
-        r = row["ratios"]
-        lines.append(
-            f"{row['length']:>6} {row['impl']:>10} {row['status']:>7} {fmt(row['fwd_bwd_ms']):>9} "
-            f"{fmt(row['fwd_ms']):>9} {fmt(row['peak_fwd_bwd_mb']):>8} {fmt(row['peak_fwd_mb']):>8} "
-            f"{fmt(r.get('fwd_bwd_speedup'), '{:.2f}'):>7} {fmt(r.get('fwd_bwd_mem_ratio'), '{:.2f}'):>6} "
-            f"{fmt(row['busy_cores_before'], '{:.1f}'):>5}")
-    notes = [f"{r['impl']} N={r['length']}: {r['status']}: {r['note']}" for r in rows if r["status"] != "ok"]
-    return "\n".join(lines + notes)
+    return format_model_rows(rows, MODELS, fwd_bwd="step",
+                             preface="step = forward + loss + backward (training mode); ")

@@ -1,11 +1,18 @@
-"""The results of ``longformer-bench``: ratios against the baselines measured in the same run
-(``add_ratios``), the printed table and the plot. matplotlib is an optional dependency
+"""The results of the benchmarks: ratios against the baselines measured in the same run
+(``add_ratios`` for ``longformer-bench``; ``model_vs_baseline_rows`` and ``format_model_rows`` for
+``longformer-bench-lm`` and ``longformer-bench-led``), the printed tables and the plot. One
+convention everywhere: speedup = baseline time / this time (> 1: this is faster), memory ratio =
+this peak / baseline peak (< 1: this needs less). matplotlib is an optional dependency
 (``pip install fairseq-longformer[bench]``), imported only when the plot is drawn.
 """
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from .contenders import CONTENDERS
 from .measure import Result
+
+SPEEDUP_DEFINITION = "baseline time / this time (> 1: this is faster)"
+MEMORY_RATIO_DEFINITION = "this peak / baseline peak (< 1: this uses less)"
+
 
 def _ratio(numerator, denominator) -> Optional[float]:
     if numerator is None or denominator is None or denominator == 0:
@@ -13,9 +20,9 @@ def _ratio(numerator, denominator) -> Optional[float]:
     return numerator / denominator
 
 
-def add_ratios(results: List[Result]) -> List[dict]:
+def add_ratios(results: List[Result], bases: Sequence[str] = ("hf", "dense")) -> List[dict]:
     """JSON rows with speedups (baseline time / time) and memory ratios (memory / baseline
-    memory) against HF and dense measured in the same run, and the output agreement."""
+    memory) against each of ``bases`` measured in the same run, and the output agreement."""
     rows = [r.to_json() for r in results]
     by_key = {(r["impl"], r["length"], r["global_tokens"]): r for r in rows}
     for row in rows:
@@ -28,7 +35,7 @@ def add_ratios(results: List[Result]) -> List[dict]:
             if row["fingerprint"] and fingerprints else None)
         row["ratios"] = {}
         ok = row["status"] == "ok"
-        for base in ("hf", "dense"):
+        for base in bases:
             other = by_key.get((base, *key))
             base_ok = other is not None and other["status"] == "ok"
             row["ratios"][f"fwd_speedup_vs_{base}"] = _ratio(other["fwd_ms"], row["fwd_ms"]) if ok and base_ok else None
@@ -75,6 +82,47 @@ def format_table(rows: List[dict]) -> str:
     if notes:
         lines.append("\n" + "\n".join(notes))
     return "\n".join(lines)
+
+
+def model_vs_baseline_rows(results: List[Result], model: str, baseline: str = "dense") -> List[dict]:
+    """JSON rows of ``results`` (one model against one baseline, a pair per length): the
+    ``model``'s row gets "ratios" against the ``baseline``'s row at its length, every other row {}:
+    fwd_bwd_speedup, fwd_speedup = baseline time / model time (> 1: the model is faster);
+    fwd_bwd_mem_ratio, fwd_mem_ratio = model peak / baseline peak (< 1: the model needs less)."""
+    rows = add_ratios(results, bases=(baseline,))
+    for row in rows:
+        ratios = row.pop("ratios")
+        row["ratios"] = {} if row["impl"] != model else {
+            "fwd_bwd_speedup": ratios[f"fwd_bwd_speedup_vs_{baseline}"],
+            "fwd_speedup": ratios[f"fwd_speedup_vs_{baseline}"],
+            "fwd_bwd_mem_ratio": ratios[f"peak_fwd_bwd_mem_ratio_vs_{baseline}"],
+            "fwd_mem_ratio": ratios[f"peak_fwd_mem_ratio_vs_{baseline}"],
+        }
+    return rows
+
+
+def format_model_rows(rows: List[dict], order: Sequence[str], impl_heading: str = "model",
+                      fwd_bwd: str = "fwd+bwd", preface: str = "") -> str:
+    """The table of ``model_vs_baseline_rows``: a line per (length, impl), impls in ``order``
+    (the model first, the baseline last), then a note per row that is not ok. ``fwd_bwd`` names
+    the forward+backward call in the headings; ``preface`` starts the explanatory first line."""
+    model, baseline = order[0], order[-1]
+    header = (f"{'N':>6} {impl_heading:>10} {'status':>7} {fwd_bwd + ' ms':>11} {'fwd ms':>9} "
+              f"{fwd_bwd + ' MB':>11} {'fwd MB':>8} {'speedup':>8} {'mem':>6} {'fwd speedup':>11} "
+              f"{'fwd mem':>7} {'busy':>5}")
+    lines = [f"{preface}speedup = {baseline} time / {model} time (> 1: {model} faster); mem = {model} "
+             f"peak / {baseline} peak (< 1: {model} needs less); busy: cores used by other work just "
+             "before timing", header, "-" * len(header)]
+    for row in sorted(rows, key=lambda r: (r["length"], order.index(r["impl"]))):
+        r = row["ratios"]
+        lines.append(
+            f"{row['length']:>6} {row['impl']:>10} {row['status']:>7} {_fmt(row['fwd_bwd_ms']):>11} "
+            f"{_fmt(row['fwd_ms']):>9} {_fmt(row['peak_fwd_bwd_mb']):>11} {_fmt(row['peak_fwd_mb']):>8} "
+            f"{_fmt(r.get('fwd_bwd_speedup'), '{:.2f}'):>8} {_fmt(r.get('fwd_bwd_mem_ratio'), '{:.2f}'):>6} "
+            f"{_fmt(r.get('fwd_speedup'), '{:.2f}'):>11} {_fmt(r.get('fwd_mem_ratio'), '{:.2f}'):>7} "
+            f"{_fmt(row['busy_cores_before'], '{:.1f}'):>5}")
+    notes = [f"{r['impl']} N={r['length']}: {r['status']}: {r['note']}" for r in rows if r["status"] != "ok"]
+    return "\n".join(lines + notes)
 
 
 def _matplotlib():

@@ -21,14 +21,11 @@ import torch
 from ..bench.contenders import CONTENDERS, Case
 from ..bench.measure import MEMORY_HELP, Result
 from ..bench.report import add_ratios, format_table, plot, require_matplotlib
-from ..bench.workers import default_memory_limit_mb, run_side_by_side
+from ..bench.workers import run_side_by_side
+from .bench_args import add_run_arguments, check_run_arguments, memory_limit_mb, settings, write_report
 
 CPU_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
 GPU_LENGTHS = CPU_LENGTHS + [32768]
-
-
-def _int_list(text: str):
-    return [int(v) for v in text.replace(",", " ").split()]
 
 
 def parse_args(argv=None):
@@ -45,17 +42,18 @@ def parse_args(argv=None):
                "longer lengths of that contender are skipped; an allocation failure is recorded "
                "as OOM, likewise.",
     )
-    parser.add_argument("--lengths", type=_int_list, default=None,
-                        help="sequence lengths, e.g. '512,1024' (default: "
-                             f"{','.join(map(str, CPU_LENGTHS))} on CPU, up to 32768 on CUDA)")
+    add_run_arguments(
+        parser, unit="case", lengths=None,
+        lengths_help=f"sequence lengths, e.g. '512,1024' (default: {','.join(map(str, CPU_LENGTHS))} on CPU, "
+                     "up to 32768 on CUDA)",
+        repeats=5, threads=2, time_cap=None, name=None, files="the JSON and PNG",
+        time_cap_help="seconds one forward+backward may take before the case counts as too slow (default "
+                      "60 on CPU, 30 on CUDA)",
+        name_help="file name stem (default figure1_<device>)")
     parser.add_argument("--impls", nargs="+", default=None, choices=CONTENDERS,
                         help="contenders (default: dense torch hf, plus triton on CUDA)")
     parser.add_argument("--global-tokens", nargs="+", type=int, default=[0, 8],
                         help="numbers of global tokens (the first tokens of the sequence), default 0 8")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per case (median reported), default 5")
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (CPU), default 2")
-    parser.add_argument("--out-dir", default="bench", help="where the JSON and PNG go (default bench/)")
-    parser.add_argument("--name", default=None, help="file name stem (default figure1_<device>)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                         help="auto: cuda when available")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
@@ -64,24 +62,10 @@ def parse_args(argv=None):
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--window", type=int, default=256,
                         help="ONE-sided window w (default 256 = Hugging Face attention_window 512)")
-    parser.add_argument("--time-cap", type=float, default=None,
-                        help="seconds one forward+backward may take before the case counts as too "
-                             "slow (default 60 on CPU, 30 on CUDA)")
-    parser.add_argument("--quiet-wait", type=float, default=0.0,
-                        help="CPU: before timing a case, wait up to this many seconds for other "
-                             "work on the machine to use fewer than --quiet-below cores (default 0: "
-                             "do not wait). The busy cores seen before each timing are recorded in "
-                             "the JSON either way.")
-    parser.add_argument("--quiet-below", type=float, default=0.5,
-                        help="cores of other work below which the machine counts as quiet (default 0.5)")
     parser.add_argument("--output-projection", action="store_true",
                         help="end every contender in the output projection (a whole attention "
                              "block); default: stop at the heads' output, as Hugging Face's "
                              "LongformerSelfAttention does")
-    parser.add_argument("--memory-limit-gb", type=float, default=None,
-                        help="CPU: address-space headroom of each worker process, so that an "
-                             "oversized case fails as OOM instead of starving the machine "
-                             "(default: 60%% of the memory available at start)")
     parser.add_argument("--replot", metavar="JSON", default=None,
                         help="measure nothing: re-draw <JSON minus .json>.png and re-print the "
                              "table from an earlier run's JSON file")
@@ -98,13 +82,12 @@ def parse_args(argv=None):
         args.time_cap = 30.0 if args.device == "cuda" else 60.0
     if args.name is None:
         args.name = f"figure1_{args.device}"
-    for name in ("repeats", "threads", "batch", "heads", "head_dim"):
+    check_run_arguments(parser, args)
+    for name in ("batch", "heads", "head_dim", "window"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.window < 1:
-        parser.error(f"--window must be >= 1, got {args.window}")
-    if any(n < 1 for n in args.lengths) or any(g < 0 for g in args.global_tokens):
-        parser.error("--lengths must be >= 1 and --global-tokens >= 0")
+    if any(g < 0 for g in args.global_tokens):
+        parser.error("--global-tokens must be >= 0")
     return args
 
 
@@ -154,14 +137,11 @@ def main(argv=None) -> int:
     if args.replot:
         return replot(args.replot)
     os.makedirs(args.out_dir, exist_ok=True)
-    memory_limit_mb = None
-    if args.device == "cpu":
-        memory_limit_mb = (args.memory_limit_gb * 1024 if args.memory_limit_gb
-                           else default_memory_limit_mb())
+    limit_mb = memory_limit_mb(args) if args.device == "cpu" else None
     cases = [Case(impl=impl, length=length, global_tokens=g, batch=args.batch, heads=args.heads,
                   head_dim=args.head_dim, window=args.window, device=args.device, dtype=args.dtype,
                   repeats=args.repeats, threads=args.threads, time_cap=args.time_cap,
-                  memory_limit_mb=memory_limit_mb, output_projection=args.output_projection)
+                  memory_limit_mb=limit_mb, output_projection=args.output_projection)
              # length-major, contenders adjacent: they run side by side in time
              for length in sorted(args.lengths) for g in args.global_tokens for impl in args.impls]
     info = environment(args)
@@ -195,18 +175,9 @@ def main(argv=None) -> int:
     rows = add_ratios(results)
     print(format_table(rows))
 
-    info["load_average_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    info["seconds"] = round(time.time() - started, 1)
-    settings = {k: v for k, v in vars(args).items() if k not in ("out_dir", "name")}
-    report = {"settings": settings, "environment": info, "memory_method": MEMORY_HELP,
-              "speedup_definition": "baseline time / this time (> 1: this is faster)",
-              "memory_ratio_definition": "this peak / baseline peak (< 1: this uses less)",
-              "results": rows}
-    json_path = os.path.join(args.out_dir, args.name + ".json")
+    json_path = write_report(args, rows, started, environment=info)
     png_path = os.path.join(args.out_dir, args.name + ".png")
-    with open(json_path, "w") as handle:
-        json.dump(report, handle, indent=1)
-    plot(rows, png_path, plot_title(settings, info))
+    plot(rows, png_path, plot_title(settings(args), info))
     print(f"\nwrote {json_path} and {png_path}")
     return 0
 

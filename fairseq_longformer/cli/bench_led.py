@@ -8,25 +8,28 @@ the input's length, as longformer-convert-bart tiles them; the LED's window is -
 run at --check-length (inside the window, where the LED computes BART's function) and must agree
 to --tolerance. Then, per length: peak memory of each encoder in a fresh process, and the two
 timed side by side (round-robin, so a busy spell of a shared machine falls on both alike).
-Writes a table to stdout and ``<name>.json`` to --out-dir; the ratios are LED / dense.
+Writes a table to stdout and ``<name>.json`` to --out-dir; speedup = dense time / LED time (> 1:
+the LED faster), memory ratio = LED peak / dense peak (< 1: the LED needs less).
 The measuring code: fairseq_longformer/bench/led_encoder.py (and workers.py, measure.py).
 """
 import argparse
-import json
 import os
 import sys
 import time
 
 from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, format_rows, ratio_rows
 from ..bench.measure import MEMORY_HELP
-from ..bench.workers import default_memory_limit_mb, run_side_by_side
+from ..bench.workers import run_side_by_side
+from .bench_args import add_run_arguments, check_run_arguments, memory_limit_mb, write_report
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="longformer-bench-led", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Memory: " + MEMORY_HELP)
-    parser.add_argument("--lengths", default="4096,16384", help="source lengths N (default 4096,16384)")
+    add_run_arguments(parser, unit="encoder", lengths=[4096, 16384],
+                      lengths_help="source lengths N (default 4096,16384)", repeats=3, threads=2,
+                      time_cap=3600.0, name="led_encoder_cpu")
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--head-dim", type=int, default=64, help="width = heads x head-dim (default 768)")
@@ -37,16 +40,8 @@ def parse_args(argv=None):
     parser.add_argument("--check-length", type=int, default=512,
                         help="N of the equality check before timing (at most w + 1; default 512)")
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |LED - dense| allowed there")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per encoder (median), default 3")
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads, default 2")
-    parser.add_argument("--time-cap", type=float, default=3600.0,
-                        help="seconds one forward+backward may take before the case counts as too slow")
-    parser.add_argument("--memory-limit-gb", type=float, default=None,
-                        help="address-space headroom of each worker (default: 60%% of the memory available)")
-    parser.add_argument("--out-dir", default="bench")
-    parser.add_argument("--name", default="led_encoder_cpu")
     args = parser.parse_args(argv)
-    args.lengths = [int(n) for n in args.lengths.replace(",", " ").split()]
+    check_run_arguments(parser, args)
     if args.check_length > args.window + 1:
         parser.error(f"--check-length {args.check_length} must be at most --window + 1 = {args.window + 1}")
     return args
@@ -55,13 +50,13 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
-    memory_limit_mb = args.memory_limit_gb * 1024 if args.memory_limit_gb else default_memory_limit_mb()
+    limit_mb = memory_limit_mb(args)
 
     def case(impl, length):
         return EncoderCase(impl=impl, length=length, global_tokens=1, heads=args.heads, head_dim=args.head_dim,
                            layers=args.layers, ffn=args.ffn, vocab=args.vocab, window=args.window,
                            bart_positions=args.bart_positions, repeats=args.repeats, threads=args.threads,
-                           time_cap=args.time_cap, memory_limit_mb=memory_limit_mb)
+                           time_cap=args.time_cap, memory_limit_mb=limit_mb)
 
     started = time.time()
     load_start = os.getloadavg()
@@ -74,22 +69,16 @@ def main(argv=None) -> int:
         return 1
     results = []
     for length in sorted(args.lengths):
-        results += run_side_by_side([case(impl, length) for impl in ENCODERS])
+        results += run_side_by_side([case(impl, length) for impl in ENCODERS], quiet_below=args.quiet_below,
+                                    quiet_wait=args.quiet_wait)
         print(f"N={length} done ({time.time() - started:.0f} s, load average {os.getloadavg()[0]:.1f})", flush=True)
     rows = ratio_rows(results)
     print(format_rows(rows))
     load_end = os.getloadavg()
     print("load average (1, 5, 15 min) at start {:.1f} {:.1f} {:.1f}, at end {:.1f} {:.1f} {:.1f}; {} cores".format(
         *load_start, *load_end, os.cpu_count()))
-    report = {"settings": {k: v for k, v in vars(args).items() if k not in ("out_dir", "name")},
-              "check": {"length": args.check_length, "max_abs_diff": difference},
-              "environment": {"cpu_count": os.cpu_count(), "load_average_at_start": load_start,
-                              "load_average_at_end": load_end, "seconds": round(time.time() - started, 1)},
-              "memory_method": MEMORY_HELP, "ratio_definition": "LED / dense (time, peak memory)",
-              "results": rows}
-    path = os.path.join(args.out_dir, args.name + ".json")
-    with open(path, "w") as handle:
-        json.dump(report, handle, indent=1)
+    path = write_report(args, rows, started, environment={"load_average_at_start": load_start},
+                        check={"length": args.check_length, "max_abs_diff": difference})
     print(f"wrote {path}")
     return 0
 

@@ -5,7 +5,7 @@ sequence-classification or question-answering folder becomes a checkpoint of tas
 longformer_classification (OUTDIR/input0/dict.txt, OUTDIR/label/dict.txt) or longformer_qa.
 
 An LED folder (model_type "led", LEDForConditionalGeneration) becomes an LED checkpoint
-(arch led_base / led_large, task translation): see fairseq_longformer/conversion/hf_led.py.
+(arch led_base / led_large, task translation): see fairseq_longformer/conversion/hf_led_import.py.
 
 A RoBERTa gets its positions extended to --max-positions (default 4096, rows tiled as in the
 paper) and global projections copied from Q, K, V. A Longformer keeps its window (HF's two-sided
@@ -58,10 +58,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _import_led(args) -> int:
-    """The LED branch of ``main`` (conversion/hf_led.py): an LED keeps its own positions and
+    """The LED branch of ``main`` (conversion/hf_led_import.py): an LED keeps its own positions and
     windows, and has no task heads, so those flags are refused."""
     from ..conversion.bart import generate_command
-    from ..conversion.hf_led import import_led
+    from ..conversion.hf_led_import import import_led
     from ..conversion.restore import continue_command
 
     given = [flag for flag, value in (("--max-positions", args.max_positions),

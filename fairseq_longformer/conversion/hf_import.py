@@ -222,7 +222,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     model_type = config.get("model_type")
     if model_type not in HF_BASE:
         raise ValueError(f"model_type {model_type!r}: only 'longformer' and 'roberta' folders are imported here "
-                         "('led' folders by conversion/hf_led.py's import_led)")
+                         "('led' folders by conversion/hf_led_import.py's import_led)")
     problems: List[str] = []
     _check_hf_config(config, model_type, problems)
     if problems:

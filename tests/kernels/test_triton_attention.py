@@ -17,13 +17,15 @@ float64 reference must be at most twice the error of plain PyTorch at the same d
 attention, scores and P @ V in that dtype, softmax in fp32, as FlashAttention's tests do), plus
 a small absolute floor.
 """
+import dataclasses
 import os
-from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Optional
 
 import pytest
 import torch
 
+from kernel_helpers import (DEVICE, FLOOR, HEAD_DIM, Case, case_masks, device_masks, forward_backward,
+                            random_inputs)
 from longformer_kernels.dropout import AttentionDropout, keep_mask, keep_matrix, mix32
 from longformer_kernels.pattern import AttentionMasks, AttentionPattern, default_scale
 from longformer_kernels.reference import allowed_keys, reference_attention
@@ -37,25 +39,8 @@ import triton.language as tl  # noqa: E402
 import longformer_kernels.triton_attention as kernels  # noqa: E402
 from longformer_kernels import triton_longformer_attention  # noqa: E402
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-HEAD_DIM = 16
-FLOOR = {torch.float32: 2e-6, torch.float16: 2e-4}
 NAMES = ("out", "dq", "dk", "dv", "dq_g", "dk_g", "dv_g")
 DROPOUT = AttentionDropout(p=0.1, seed=20240917)
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    batch: int
-    heads: int
-    length: int
-    window: int
-    dilation: Tuple[int, ...] = (1,)
-    causal: bool = False
-    valid_lengths: Optional[Sequence[int]] = None  # per batch row; positions beyond are padding
-    global_positions: Optional[Sequence[Sequence[int]]] = None  # per batch row, may hit padding
-    scale: Optional[float] = None
 
 
 CASES = [
@@ -82,29 +67,6 @@ CASES = [
 ]
 
 
-def _masks(case: Case) -> AttentionMasks:
-    padding = is_global = None
-    if case.valid_lengths is not None:
-        positions = torch.arange(case.length)
-        padding = torch.stack([positions >= n for n in case.valid_lengths])
-    if case.global_positions is not None:
-        is_global = torch.zeros(case.batch, case.length, dtype=torch.bool)
-        for row, positions in enumerate(case.global_positions):
-            is_global[row, list(positions)] = True
-    return AttentionMasks(padding=padding, is_global=is_global)
-
-
-def _inputs(case: Case, dtype: torch.dtype, seed: int = 0):
-    generator = torch.Generator().manual_seed(seed)
-    shape = (case.batch, case.heads, case.length, HEAD_DIM)
-    tensors = [torch.randn(shape, generator=generator) for _ in range(6)]
-    if case.global_positions is None:
-        tensors[3:] = [None, None, None]
-    grad_out = torch.randn(shape, generator=generator)
-    cast = lambda t: None if t is None else t.to(dtype)  # noqa: E731
-    return [cast(t) for t in tensors], cast(grad_out)
-
-
 def _dense_masks(case: Case, masks: AttentionMasks):
     """(B, H, N, N) local and global "may attend" matrices, from the reference's own rules."""
     pattern = AttentionPattern(case.window, case.dilation, case.causal)
@@ -124,7 +86,7 @@ def _dense_masks(case: Case, masks: AttentionMasks):
 def _plain_torch(q, k, v, q_g, k_g, v_g, case: Case, dense, dropout=None) -> torch.Tensor:
     """Dense attention with scores and P @ V in the input dtype, softmax in fp32."""
     local, glob, is_global = dense
-    scale = default_scale(HEAD_DIM) if case.scale is None else case.scale
+    scale = default_scale(case.head_dim) if case.scale is None else case.scale
     if q_g is None:
         q_g, k_g, v_g = q, k, v
     keep = None if dropout is None else keep_matrix(dropout, case.batch, case.heads, case.length)
@@ -142,14 +104,6 @@ def _plain_torch(q, k, v, q_g, k_g, v_g, case: Case, dense, dropout=None) -> tor
     return torch.where(is_global[:, None, :, None], out_global, out_local)
 
 
-def _forward_backward(fn, inputs, grad_out):
-    leaves = [None if t is None else t.detach().to(DEVICE).requires_grad_() for t in inputs]
-    out = fn(*leaves)
-    present = [t for t in leaves if t is not None]
-    grads = iter(torch.autograd.grad(out, present, grad_out.to(DEVICE)))
-    return [out.detach().cpu()] + [None if t is None else next(grads).cpu() for t in leaves]
-
-
 def _max_errors(results, reference):
     return [None if r is None else (r.double() - ref).abs().max().item()
             for r, ref in zip(results, reference)]
@@ -158,23 +112,21 @@ def _max_errors(results, reference):
 def _check_against_reference(case: Case, dtype: torch.dtype, dropout: Optional[AttentionDropout]):
     """Triton's output and six gradients within twice plain PyTorch's error of the reference."""
     pattern = AttentionPattern(case.window, case.dilation, case.causal)
-    masks = _masks(case)
-    inputs, grad_out = _inputs(case, dtype)
-    device_masks = AttentionMasks(
-        padding=None if masks.padding is None else masks.padding.to(DEVICE),
-        is_global=None if masks.is_global is None else masks.is_global.to(DEVICE))
+    masks = case_masks(case)
+    inputs, grad_out = random_inputs(case, dtype)
+    on_device = device_masks(masks)
 
-    triton_results = _forward_backward(
-        lambda *x: triton_longformer_attention(*x, pattern, device_masks, scale=case.scale,
+    triton_results = forward_backward(
+        lambda *x: triton_longformer_attention(*x, pattern, on_device, scale=case.scale,
                                                dropout=dropout),
         inputs, grad_out)
     # float64 oracle on exactly the (rounded) inputs the implementations saw
-    reference = _forward_backward(
+    reference = forward_backward(
         lambda *x: reference_attention(*x, pattern, masks, scale=case.scale, dropout=dropout),
         [None if t is None else t.double().cpu() for t in inputs], grad_out.double())
     dense = _dense_masks(case, masks)
-    plain = _forward_backward(lambda *x: _plain_torch(*x, case, dense, dropout),
-                              [None if t is None else t.cpu() for t in inputs], grad_out.cpu())
+    plain = forward_backward(lambda *x: _plain_torch(*x, case, dense, dropout),
+                             [None if t is None else t.cpu() for t in inputs], grad_out.cpu())
 
     assert triton_results[0].dtype == dtype and triton_results[0].shape == inputs[0].shape
     for name, result in zip(NAMES, triton_results):
@@ -230,7 +182,7 @@ def test_gpu_tiles(case: Case, dtype: torch.dtype, head_dim: int, monkeypatch):
     64 x 32 for D = 128; fp32: 32 x 32, 16 x 16): more global tokens than a 64-slot tile, a band
     wider than a tile, a causal band, dilation, with dropout."""
     monkeypatch.setenv(kernels.GPU_TILES_ENV, "1")
-    monkeypatch.setattr(__import__(__name__), "HEAD_DIM", head_dim)
+    case = dataclasses.replace(case, head_dim=head_dim)
     gpu = kernels.block_config(head_dim, torch.empty((), dtype=dtype).element_size(), False)
     launched = []
     real_launch = kernels._launch
@@ -321,8 +273,8 @@ def test_strided_inputs_match_contiguous():
     1), run without copies and give out and grads in that layout, equal to the contiguous call."""
     case = STRIDED_CASE
     pattern = AttentionPattern(case.window, case.dilation)
-    masks = _masks(case)
-    inputs, grad_out = _inputs(case, torch.float32)
+    masks = case_masks(case)
+    inputs, grad_out = random_inputs(case, torch.float32)
     strided = [t.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3) for t in inputs]
     assert strided[0].stride() == (2 * HEAD_DIM, HEAD_DIM, 4 * HEAD_DIM, 1)
     leaves = [t.detach().requires_grad_() for t in strided]
@@ -331,14 +283,14 @@ def test_strided_inputs_match_contiguous():
     assert out.stride() == strided[0].stride()
     for leaf in leaves:
         assert leaf.grad.stride() == strided[0].stride()
-    contiguous = _forward_backward(
+    contiguous = forward_backward(
         lambda *x: triton_longformer_attention(*x, pattern, masks, dropout=DROPOUT), inputs, grad_out)
     for name, a, b in zip(NAMES, [out.detach()] + [t.grad for t in leaves], contiguous):
         torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
     # mixed layouts: k transposed the other way, the global family contiguous, odd grad_out
     mixed = [strided[0], inputs[1].transpose(1, 2).contiguous().transpose(1, 2), strided[2],
              *inputs[3:]]
-    results = _forward_backward(
+    results = forward_backward(
         lambda *x: triton_longformer_attention(*x, pattern, masks, dropout=DROPOUT),
         mixed, grad_out.transpose(0, 3).contiguous().transpose(0, 3))
     for name, a, b in zip(NAMES, results, contiguous):
@@ -351,12 +303,12 @@ def test_without_global_rows(dropout, monkeypatch):
     zeros in the global rows, and no global-row kernel run (forward or backward)."""
     case = STRIDED_CASE
     pattern = AttentionPattern(case.window, case.dilation)
-    masks = _masks(case)
-    inputs, grad_out = _inputs(case, torch.float32)
-    full = _forward_backward(
+    masks = case_masks(case)
+    inputs, grad_out = random_inputs(case, torch.float32)
+    full = forward_backward(
         lambda *x: triton_longformer_attention(*x, pattern, masks, dropout=dropout), inputs, grad_out)
     launched = _record_launches(monkeypatch)
-    local = _forward_backward(
+    local = forward_backward(
         lambda *x: triton_longformer_attention(*x, None, None, None, pattern, masks,
                                                global_rows=False, dropout=dropout),
         inputs[:3], grad_out)
@@ -386,10 +338,10 @@ def test_only_requested_gradients(wanted, kernels_run, monkeypatch):
     not run; the requested gradients equal those of the full call."""
     case = STRIDED_CASE
     pattern = AttentionPattern(case.window, case.dilation)
-    masks = _masks(case)
-    inputs, grad_out = _inputs(case, torch.float32)
-    full = _forward_backward(lambda *x: triton_longformer_attention(*x, pattern, masks),
-                             inputs, grad_out)
+    masks = case_masks(case)
+    inputs, grad_out = random_inputs(case, torch.float32)
+    full = forward_backward(lambda *x: triton_longformer_attention(*x, pattern, masks),
+                            inputs, grad_out)
     names = {"q": ["q"], "kv": ["k", "v"], "q_g": ["q_g"], "v_g": ["v_g"]}[wanted]
     leaves = [t.detach().requires_grad_(name in names)
               for name, t in zip(("q", "k", "v", "q_g", "k_g", "v_g"), inputs)]
@@ -417,7 +369,7 @@ def test_fp16_scores_beyond_fp16_range_stay_finite():
     """|q.k| ~ 1e5 > 65504: the dot must accumulate and be scaled in fp32."""
     case = Case("overflow", 1, 2, 40, window=3, global_positions=[[0, 17]])
     pattern = AttentionPattern(case.window)
-    masks = _masks(case)
+    masks = case_masks(case)
     generator = torch.Generator().manual_seed(1)
     shape = (1, 2, 40, HEAD_DIM)
     big = lambda: (torch.randn(shape, generator=generator) * 300).half()  # noqa: E731
@@ -427,11 +379,11 @@ def test_fp16_scores_beyond_fp16_range_stay_finite():
     assert scores.abs().max() > 65504, "the test must actually overflow fp16 scores"
     grad_out = torch.randn(shape, generator=generator).half()
 
-    device_masks = AttentionMasks(is_global=masks.is_global.to(DEVICE))
-    results = _forward_backward(
-        lambda *x: triton_longformer_attention(*x, pattern, device_masks), inputs, grad_out)
-    reference = _forward_backward(lambda *x: reference_attention(*x, pattern, masks),
-                                  [t.double() for t in inputs], grad_out.double())
+    on_device = device_masks(masks)
+    results = forward_backward(
+        lambda *x: triton_longformer_attention(*x, pattern, on_device), inputs, grad_out)
+    reference = forward_backward(lambda *x: reference_attention(*x, pattern, masks),
+                                 [t.double() for t in inputs], grad_out.double())
     for name, result in zip(NAMES, results):
         assert torch.isfinite(result).all(), f"{name} is not finite"
     torch.testing.assert_close(results[0].double(), reference[0], atol=1e-2, rtol=1e-2)
@@ -449,11 +401,11 @@ def test_global_inputs_without_global_tokens_get_zero_gradients():
     case = Case("no_globals", 2, 2, 33, window=2, dilation=(1, 2), valid_lengths=[33, 20],
                 global_positions=[[], [25]])  # 25 is padding: no token is global
     pattern = AttentionPattern(case.window, case.dilation)
-    masks = _masks(case)
-    inputs, grad_out = _inputs(case, torch.float32)
-    results = _forward_backward(
+    masks = case_masks(case)
+    inputs, grad_out = random_inputs(case, torch.float32)
+    results = forward_backward(
         lambda *x: triton_longformer_attention(*x, pattern, masks), inputs, grad_out)
-    without = _forward_backward(
+    without = forward_backward(
         lambda *x: triton_longformer_attention(*x, None, None, None, pattern,
                                                AttentionMasks(padding=masks.padding)),
         inputs[:3], grad_out)
@@ -508,12 +460,12 @@ def test_unequal_query_and_key_blocks(blocks, monkeypatch):
                 valid_lengths=[61, 50],
                 global_positions=None if causal else [list(range(0, 61, 3)), [9]])
     pattern = AttentionPattern(case.window, case.dilation, case.causal)
-    masks = _masks(case)
-    inputs, grad_out = _inputs(case, torch.float32)
-    results = _forward_backward(
+    masks = case_masks(case)
+    inputs, grad_out = random_inputs(case, torch.float32)
+    results = forward_backward(
         lambda *x: triton_longformer_attention(*x, pattern, masks, dropout=DROPOUT), inputs, grad_out)
-    reference = _forward_backward(lambda *x: reference_attention(*x, pattern, masks, dropout=DROPOUT),
-                                  [None if t is None else t.double() for t in inputs], grad_out.double())
+    reference = forward_backward(lambda *x: reference_attention(*x, pattern, masks, dropout=DROPOUT),
+                                 [None if t is None else t.double() for t in inputs], grad_out.double())
     for name, result, ref in zip(NAMES, results, reference):
         if ref is not None:
             torch.testing.assert_close(result.double(), ref, atol=1e-5, rtol=1e-5, msg=name)

@@ -12,12 +12,12 @@ the rule of ``test_triton_attention.py``: the error against the float64 referenc
 plain PyTorch's at the same dtype (dense, bias added in fp32, softmax in fp32), plus a floor.
 """
 import os
-from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Optional
 
 import pytest
 import torch
 
+from kernel_helpers import DEVICE, FLOOR, Case, case_masks, device_masks, forward_backward, random_inputs
 from longformer_kernels.dropout import AttentionDropout, keep_matrix
 from longformer_kernels.pattern import AttentionMasks, AttentionPattern, band_bias_width, default_scale
 from longformer_kernels.reference import allowed_keys, dense_band_bias, reference_attention
@@ -28,24 +28,8 @@ assert os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available(), (
 import longformer_kernels.triton_attention as kernels  # noqa: E402
 from longformer_kernels import triton_longformer_attention  # noqa: E402
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-FLOOR = {torch.float32: 2e-6, torch.float16: 2e-4}
 NAMES = ("out", "dq", "dk", "dv", "dq_g", "dk_g", "dv_g", "dbias")
 DROPOUT = AttentionDropout(p=0.1, seed=777)
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    batch: int
-    heads: int
-    length: int
-    window: int
-    dilation: Tuple[int, ...]
-    causal: bool
-    valid_lengths: Sequence[int]  # per batch row; positions beyond are padding
-    global_positions: Optional[Sequence[Sequence[int]]] = None  # per batch row, may hit padding
-    head_dim: int = 16
 
 
 CASES = [
@@ -56,17 +40,6 @@ CASES = [
     Case("window_beyond_n_dil12_one_global", 1, 2, 40, window=50, dilation=(1, 2), causal=False,
          valid_lengths=[33], global_positions=[[3]]),
 ]
-
-
-def _masks(case: Case) -> AttentionMasks:
-    positions = torch.arange(case.length)
-    padding = torch.stack([positions >= n for n in case.valid_lengths])
-    is_global = None
-    if case.global_positions is not None:
-        is_global = torch.zeros(case.batch, case.length, dtype=torch.bool)
-        for row, chosen in enumerate(case.global_positions):
-            is_global[row, list(chosen)] = True
-    return AttentionMasks(padding=padding, is_global=is_global)
 
 
 def _used_entries(case: Case, pattern: AttentionPattern, masks: AttentionMasks) -> torch.Tensor:
@@ -85,21 +58,6 @@ def _used_entries(case: Case, pattern: AttentionPattern, masks: AttentionMasks) 
                     j = i - c * d if pattern.causal else i + (c - pattern.window) * d
                     used[b, h, i, c] = 0 <= j < case.length and not padding[b, j] and not is_global[b, j]
     return used
-
-
-def _inputs(case: Case, pattern: AttentionPattern, used: torch.Tensor, dtype: torch.dtype):
-    """q, k, v, q_g, k_g, v_g (None without global tokens), the bias with NaN where ignored,
-    and dO."""
-    generator = torch.Generator().manual_seed(0)
-    shape = (case.batch, case.heads, case.length, case.head_dim)
-    tensors = [torch.randn(shape, generator=generator) for _ in range(6)]
-    if case.global_positions is None:
-        tensors[3:] = [None, None, None]
-    bias = torch.randn(used.shape, generator=generator) * 2
-    bias = bias.masked_fill(~used, float("nan"))
-    grad_out = torch.randn(shape, generator=generator)
-    cast = lambda t: None if t is None else t.to(dtype)  # noqa: E731
-    return [cast(t) for t in tensors] + [cast(bias)], cast(grad_out)
 
 
 def _plain_torch(q, k, v, q_g, k_g, v_g, bias, case: Case, pattern, masks, dropout):
@@ -131,29 +89,19 @@ def _plain_torch(q, k, v, q_g, k_g, v_g, bias, case: Case, pattern, masks, dropo
     return torch.stack(out)
 
 
-def _forward_backward(fn, inputs, grad_out):
-    leaves = [None if t is None else t.detach().to(DEVICE).requires_grad_() for t in inputs]
-    out = fn(*leaves)
-    present = [t for t in leaves if t is not None]
-    grads = iter(torch.autograd.grad(out, present, grad_out.to(DEVICE)))
-    return [out.detach().cpu()] + [None if t is None else next(grads).cpu() for t in leaves]
-
-
 def _check(case: Case, dtype: torch.dtype, dropout: Optional[AttentionDropout]):
     pattern = AttentionPattern(case.window, case.dilation, case.causal)
-    masks = _masks(case)
+    masks = case_masks(case)
     used = _used_entries(case, pattern, masks)
-    inputs, grad_out = _inputs(case, pattern, used, dtype)
-    device_masks = AttentionMasks(
-        padding=masks.padding.to(DEVICE),
-        is_global=None if masks.is_global is None else masks.is_global.to(DEVICE))
-    got = _forward_backward(
-        lambda *x: triton_longformer_attention(*x[:6], pattern, device_masks, dropout=dropout, band_bias=x[6]),
+    inputs, grad_out = random_inputs(case, dtype, bias_used=used)
+    on_device = device_masks(masks)
+    got = forward_backward(
+        lambda *x: triton_longformer_attention(*x[:6], pattern, on_device, dropout=dropout, band_bias=x[6]),
         inputs, grad_out)
-    want = _forward_backward(
+    want = forward_backward(
         lambda *x: reference_attention(*x[:6], pattern, masks, dropout=dropout, band_bias=x[6]),
         [None if t is None else t.double() for t in inputs], grad_out.double())
-    plain = _forward_backward(lambda *x: _plain_torch(*x, case, pattern, masks, dropout), inputs, grad_out)
+    plain = forward_backward(lambda *x: _plain_torch(*x, case, pattern, masks, dropout), inputs, grad_out)
 
     for name, result in zip(NAMES, got):
         assert result is None or torch.isfinite(result).all(), f"{name} has NaN/inf (a NaN bias entry was read?)"

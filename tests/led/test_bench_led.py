@@ -35,21 +35,25 @@ def test_both_encoders_are_measured_at_every_length(bench_run):
         assert row["fwd_ms"] > 0 and row["fwd_bwd_ms"] > 0 and row["peak_fwd_bwd_mb"] > 0
         assert len(row["fwd_bwd_ms_all"]) == 1 and row["busy_cores_before"] is not None
         if row["impl"] == "led":
-            assert set(row["ratios"]) == {"fwd_time_ratio", "fwd_bwd_time_ratio", "fwd_mem_ratio", "fwd_bwd_mem_ratio"}
+            assert set(row["ratios"]) == {"fwd_speedup", "fwd_bwd_speedup", "fwd_mem_ratio", "fwd_bwd_mem_ratio"}
             assert all(value > 0 for value in row["ratios"].values())
             # beyond the window the two compute different functions: outputs differ, but not wildly
             assert 0 < row["max_abs_diff_vs_others"] < 10
     assert format_rows(rows).splitlines()[1] in stdout and "load average" in stdout
 
 
-def test_ratios_are_led_over_dense():
-    """On made-up numbers: a ratio the wrong way round fails here."""
+def test_speedup_is_dense_time_over_led_and_memory_led_over_dense():
+    """On made-up numbers (the LED 4x faster, a quarter of the memory): a ratio the wrong way
+    round fails here."""
     def result(impl, ms, mb):
         return Result(EncoderCase(impl=impl, length=64, global_tokens=1), fwd_ms=ms, fwd_bwd_ms=3 * ms,
                       peak_fwd_mb=mb, peak_fwd_bwd_mb=2 * mb)
 
     rows = ratio_rows([result("led", 10.0, 100.0), result("dense", 40.0, 400.0)])
     led = next(r for r in rows if r["impl"] == "led")
-    assert led["ratios"] == {"fwd_time_ratio": 0.25, "fwd_bwd_time_ratio": 0.25, "fwd_mem_ratio": 0.25,
+    assert led["ratios"] == {"fwd_speedup": 4.0, "fwd_bwd_speedup": 4.0, "fwd_mem_ratio": 0.25,
                              "fwd_bwd_mem_ratio": 0.25}
     assert next(r for r in rows if r["impl"] == "dense")["ratios"] == {}
+    # N encoder status f+b ms fwd ms f+b MB fwd MB speedup mem fwd-speedup fwd-mem busy
+    line = next(line for line in format_rows(rows).splitlines() if line.split()[:2] == ["64", "led"])
+    assert line.split()[3:11] == ["30", "10", "200", "100", "4.00", "0.25", "4.00", "0.25"]

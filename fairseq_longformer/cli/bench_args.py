@@ -1,0 +1,89 @@
+"""What the benchmark commands (longformer-bench, longformer-bench-lm, longformer-bench-led) share:
+the flags of a run, their checks, the workers' memory limit and the JSON report."""
+import json
+import os
+import platform
+import time
+from typing import Optional
+
+import torch
+
+from ..bench.measure import MEMORY_HELP
+from ..bench.report import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
+from ..bench.workers import default_memory_limit_mb
+
+
+def int_list(text: str):
+    """'512,1024' or '512 1024' -> [512, 1024]."""
+    return [int(v) for v in text.replace(",", " ").split()]
+
+
+def add_run_arguments(parser, *, unit: str, lengths, lengths_help: str, repeats: int, threads: int,
+                      time_cap: Optional[float], name: Optional[str], step: str = "forward+backward",
+                      files: str = "the JSON", time_cap_help: Optional[str] = None,
+                      name_help: Optional[str] = None) -> None:
+    """Add --lengths, --repeats, --threads, --time-cap, --memory-limit-gb, --quiet-wait,
+    --quiet-below, --out-dir and --name with this command's defaults. ``unit``: what one timing
+    measures ("case", "model", "encoder"); ``step``: the timed call; ``files``: what --out-dir
+    receives. A default worked out after parsing is None, with its help text given."""
+    parser.add_argument("--lengths", type=int_list, default=lengths, help=lengths_help)
+    parser.add_argument("--repeats", type=int, default=repeats,
+                        help=f"timed calls per {unit} (median reported), default {repeats}")
+    parser.add_argument("--threads", type=int, default=threads,
+                        help=f"torch.set_num_threads in each worker (CPU), default {threads}")
+    parser.add_argument("--time-cap", type=float, default=time_cap,
+                        help=time_cap_help or f"seconds one {step} may take before the {unit} counts as "
+                                              f"too slow (default {time_cap:g})")
+    parser.add_argument("--memory-limit-gb", type=float, default=None,
+                        help="CPU: address-space headroom of each worker process, so that an "
+                             "oversized case fails as OOM instead of starving the machine "
+                             "(default: 60%% of the memory available at start)")
+    parser.add_argument("--quiet-wait", type=float, default=0.0,
+                        help="CPU: before timing a case, wait up to this many seconds for other "
+                             "work on the machine to use fewer than --quiet-below cores (default 0: "
+                             "do not wait). The busy cores seen before each timing are recorded in "
+                             "the JSON either way.")
+    parser.add_argument("--quiet-below", type=float, default=0.5,
+                        help="cores of other work below which the machine counts as quiet (default 0.5)")
+    parser.add_argument("--out-dir", default="bench", help=f"the folder for {files} (default bench/)")
+    parser.add_argument("--name", default=name, help=name_help or f"file name stem (default {name})")
+
+
+def check_run_arguments(parser, args, min_length: int = 1) -> None:
+    """Stop with parser.error (exit status 2) on --repeats or --threads below 1, or no length or
+    one below ``min_length``."""
+    for name in ("repeats", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not args.lengths or min(args.lengths) < min_length:
+        parser.error(f"--lengths must be >= {min_length}")
+
+
+def memory_limit_mb(args) -> Optional[float]:
+    """Each worker's address-space limit in MB: --memory-limit-gb, else 60% of the memory available."""
+    return args.memory_limit_gb * 1024 if args.memory_limit_gb else default_memory_limit_mb()
+
+
+def settings(args) -> dict:
+    """The flags that describe the measurement (all but --out-dir and --name)."""
+    return {k: v for k, v in vars(args).items() if k not in ("out_dir", "name")}
+
+
+def write_report(args, rows, started: float, environment: Optional[dict] = None, **sections) -> str:
+    """Write <--out-dir>/<--name>.json and return its path: settings, ``sections`` (e.g. the
+    correctness checks), environment (torch, python, processor, cpus, load average at the end,
+    seconds since ``started``; ``environment`` adds to it and wins), the memory method, the ratios'
+    definitions (speedup = baseline time / this time, memory ratio = this peak / baseline peak)
+    and the result rows."""
+    info = {"torch": torch.__version__, "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
+            "seconds": round(time.time() - started, 1)}
+    info.update(environment or {})
+    report = {"settings": settings(args), **sections, "environment": info, "memory_method": MEMORY_HELP,
+              "speedup_definition": SPEEDUP_DEFINITION, "memory_ratio_definition": MEMORY_RATIO_DEFINITION,
+              "results": rows}
+    path = os.path.join(args.out_dir, args.name + ".json")
+    with open(path, "w") as handle:
+        json.dump(report, handle, indent=1)
+    return path
