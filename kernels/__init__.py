@@ -4,7 +4,9 @@
     dropout.py          the attention-dropout keep mask, a pure function of (seed, b, h, i, j)
     reference.py        the slow exact oracle (float64, dense)
     sliding_chunks.py   the vectorized PyTorch path (CPU and GPU, memory linear in N)
-    triton_attention.py the Triton kernels, forward and backward (imported on first use)
+    triton_attention.py the Triton host side: tiles, launch configurations, launchers, autograd,
+                        ``triton_longformer_attention`` (imported on first use)
+    triton_device.py    the Triton kernels, forward and backward (@triton.jit device code)
     api.py              one entry point, ``longformer_attention(..., impl=...)``
 
 Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D) -> (B, H, N, D). The fairseq plugin

@@ -14,12 +14,14 @@ on a compile error or a shared-memory overflow.
     python scripts/triton_compile_table.py --json out.json  # the records, for tests
 
 Results are cached, keyed by Triton's version, the source of every @triton.jit function of the
-module and its tl.constexpr globals (``_source_hash``), the configuration and the target: in
-``--cache`` (default ~/.cache/longformer_kernels/triton_compile.json) and, for the sources as
-committed, in tests/kernels/triton_compile_results.json (``--write-seed``). A change to device
-code compiles everything again (tens of minutes on 2 cores); a change to host code, only the
-configurations it changes. The kernel module must be imported without TRITON_INTERPRET (the
-interpreter replaces the jit functions), so this always runs as its own process.
+device module (``triton_device.py``) and its tl.constexpr globals (``_source_hash``), the
+configuration and the target: in ``--cache`` (default ~/.cache/longformer_kernels/
+triton_compile.json) and, for the sources as committed, in
+tests/kernels/triton_compile_results.json (``--write-seed``). A change to device code compiles
+everything again (tens of minutes on 2 cores); a change to host code (``triton_attention.py``),
+only the configurations it changes. The kernel modules must be imported without
+TRITON_INTERPRET (the interpreter replaces the jit functions), so this always runs as its own
+process.
 """
 import argparse
 import concurrent.futures
@@ -60,6 +62,13 @@ def _kernels():
     return triton_attention
 
 
+def _device():
+    """The module of the @triton.jit functions and their tl.constexpr globals (what is hashed)."""
+    from longformer_kernels import triton_device
+
+    return triton_device
+
+
 def _signature(fn, dtype: str):
     """Argument types as a launch from torch tensors gives them, and the attributes Triton's
     launcher infers for 16-byte aligned pointers and strides divisible by 16 (the usual case:
@@ -80,14 +89,14 @@ def _signature(fn, dtype: str):
 
 def _source_hash() -> str:
     """Hash of what the kernels are compiled from: Triton's version, the source of every
-    @triton.jit function of the module and the values of its tl.constexpr globals. Unlike
-    Triton's own cache key it ignores line numbers, so editing host code or docstrings keeps
-    the cache; any change to device code recompiles every kernel."""
+    @triton.jit function of the device module (``triton_device.py``) and the values of its
+    tl.constexpr globals. Unlike Triton's own cache key it ignores line numbers, so editing
+    host code or docstrings keeps the cache; any change to device code recompiles every kernel."""
     import triton
     import triton.language as tl
     from triton.runtime.jit import JITFunction
 
-    module = vars(_kernels())
+    module = vars(_device())
     parts = [triton.__version__]
     parts += [f"{name}:{obj.src}" for name, obj in sorted(module.items()) if isinstance(obj, JITFunction)]
     parts += [f"{name}={obj.value!r}" for name, obj in sorted(module.items()) if isinstance(obj, tl.constexpr)]

@@ -1,0 +1,639 @@
+"""The Triton kernels of the Longformer attention, forward and backward (FlashAttention-2 style):
+device code only, every @triton.jit function and the tl.constexpr globals they read. The host
+side (tiles, launch configurations, layouts, launchers, autograd) is ``triton_attention.py``.
+
+The text of the jit functions is what ``scripts/triton_compile_table.py`` hashes (``_source_hash``)
+to key the compile results committed in tests/kernels/triton_compile_results.json: editing any
+of them (even whitespace) or a tl.constexpr global here compiles every kernel again.
+
+Shape legend (the one of ``pattern.py``, whose docstring defines the semantics implemented here):
+    B batch    H heads    N sequence length    D head dimension
+    G          global tokens in the row that has the most of them
+    q, k, v, out, dO and their gradients: (B, H, N, D), any strides with a unit last stride;
+               row n of head (b, h) starts at element b * stride_b + h * stride_h + n * stride_n.
+               One (stride_b, stride_h, stride_n) triple serves q, k, v, out, dO, dq, dk, dv
+               (the "local family"), another q_g, k_g, v_g, dq_g, dk_g, dv_g (the "global
+               family"); a tensor whose strides differ from its family's is copied to match.
+               The self-attention module's permuted views of (N, B, H, D) projections, strides
+               (H*D, D, B*H*D, 1), are used as they are, and out / grads keep that layout.
+    kind:      (B, N) int8   LOCAL / GLOBAL / PAD for every position (padding wins over global)
+    gidx:      (B, G) int64  positions of each batch row's global tokens, ascending; slots at and
+               after gcount[b] are unused (0)  (``AttentionMasks.global_index``)
+    gcount:    (B,) int64    number of global tokens of each batch row (``global_count``)
+    dil:       (H,) int32    dilation of each head
+    lse:       (B, H, N) fp32  log-sum-exp of each row's scaled scores, in log2 units
+    delta:     (B, H, N) fp32  rowsum(dO * O), the softmax backward's correction term
+
+Kernels. Every output row is written by exactly one program of one kernel, or by the band kernel
+first and then overwritten by a kernel launched after it (no atomics, no races, deterministic):
+    _band_fwd_kernel          out, lse of every row: band + global keys for LOCAL rows, zeros for
+                              PAD rows and for GLOBAL rows (overwritten by the next kernel)
+    _global_rows_fwd_kernel   out, lse of GLOBAL rows: q_g against every non-padding k_g, v_g
+                              (skipped under global_rows=False: those rows then stay zero)
+    _band_bwd_dq_kernel       dq of every row (zero where the row is not LOCAL), and the band
+                              bias's gradient (dS of each allowed band pair, written once)
+    _band_bwd_dkdv_kernel     dk, dv of every non-GLOBAL row: contributions of the band
+    _cross_bwd_dkdv_kernel    GLOBAL_KEYS=True:  dk, dv of GLOBAL rows (local queries, global keys)
+                              GLOBAL_KEYS=False: dk_g, dv_g of every row (global queries, all keys)
+    _global_rows_bwd_dq_kernel  dq_g of GLOBAL rows (dq_g is zero elsewhere)
+
+Dilation: the "residue layout". Positions with the same residue r = n mod d form a subsequence
+r, r + d, r + 2d, ... in which the dilated window is an ordinary window of w. The band kernels
+walk an index t over these subsequences laid end to end (t = r * M + m, position m * d + r,
+M = ceil(N / d)), so a head of dilation d costs exactly what an undilated head costs, key blocks
+outside the band are skipped in t, and heads with different dilations share one launch. This is
+the reshape trick of ``sliding_chunks.py`` done by index arithmetic on the loads: no copy of
+q, k, v and no (d - 1) / d of wasted work, which masking ``(j - i) % d == 0`` inside a band of
+width w * d would cost. For d = 1, t is the position and the residue is always 0. The band walk
+(which tiles to visit: ``_band_range``; which entries of a tile are in the band:
+``_band_allowed``; a tile's positions: ``_band_tile``; a key tile with its mask: ``_band_keys``)
+is shared by the three band kernels, the global keys of local rows (``_global_keys``) by the
+forward and dq kernels.
+
+Dropout (``dropout.py``): the keep mask is recomputed from (seed, b, h, i, j) in every kernel
+(``_row_hash``, ``_drop_weights``), i and j being sequence positions, so forward and backward
+agree without storing it. The softmax normaliser counts every allowed key; the kept
+probabilities, scaled by 1 / (1 - p), multiply v. Under DROPOUT=False (a tl.constexpr) none of
+that code is compiled.
+
+Band bias (``pattern.py``, HAS_BIAS=True): a contiguous (B, H, N, W) tensor; the band kernels
+read entry (i, c) of each allowed band pair (c from the t-space distance, ``_bias_ptrs``),
+add it in fp32 to the score (as the accumulator of the q.k dot, ``_scores``) before the softmax
+(forward) or the recomputation of P (backward); global keys and GLOBAL rows never read it. Its gradient is dS, stored by the dq
+kernel, the one kernel in which each (i, j) band pair is visited exactly once and by the
+program owning row i: no atomics. Under HAS_BIAS=False none of that is compiled.
+
+Numerics: q.k runs in tl.dot with its fp32 accumulator (fp16 products are exact in fp32, so
+scores beyond fp16's 65504 stay finite) and is scaled in fp32; the softmax runs in fp32 in log2
+units (qk_scale = scale * log2(e), exp2 being the hardware instruction). As in FlashAttention,
+probabilities and dS are rounded to the input dtype before their matmuls with v / k / q / dO;
+accumulators stay fp32. fp32 inputs use input_precision="ieee" (no tf32 rounding on GPUs).
+"""
+import triton
+import triton.language as tl
+
+from .dropout import KEEP_BITS, MIX_MUL_1, MIX_MUL_2
+
+# Values of ``kind``. A global must be a tl.constexpr to be readable inside @triton.jit code.
+LOCAL = tl.constexpr(0)
+GLOBAL = tl.constexpr(1)
+PAD = tl.constexpr(2)
+# Running max of a row before it has seen a key: finite, so exp2(m_old - m_new) is 0 or 1 and
+# never exp2(-inf - -inf) = NaN for a row whose keys are all masked so far.
+NEG_BIG = tl.constexpr(-1.0e30)
+# The dropout hash's constants (dropout.py). Both are used as uint32 operands: 0x846CA68B does
+# not fit an int32, and the multiplies must wrap modulo 2^32 (a uint32 multiply does).
+_MUL_1 = tl.constexpr(MIX_MUL_1)
+_MUL_2 = tl.constexpr(MIX_MUL_2)
+_DROP_SHIFT = tl.constexpr(32 - KEEP_BITS)
+# The band bias is in natural units; the scores are in log2 units.
+_LOG2E = tl.constexpr(1.4426950408889634)
+# Arguments that change every call (a fresh seed per step): no specialisation on their values
+# (Triton would otherwise compile one variant for 1, one for multiples of 16, one for the rest).
+_PER_CALL = ["seed", "threshold"]
+
+
+# --------------------------------------------------------------------------------------------
+# Device helpers
+# --------------------------------------------------------------------------------------------
+@triton.jit
+def _mix32(x):
+    """The lowbias32 finaliser of dropout.py on uint32 (logical shifts, wrapping multiplies)."""
+    x = x ^ (x >> 16)
+    x = x * _MUL_1  # uint32 * int constant: uint32, wraps
+    x = x ^ (x >> 15)
+    x = x * _MUL_2  # (0x846CA68B is a uint32 constant)
+    return x ^ (x >> 16)
+
+
+@triton.jit
+def _row_hash(seed, b, h, pos_q, DROPOUT: tl.constexpr):
+    """uint32 hash of each query row: mix(mix(mix(seed ^ b) ^ h) ^ i), i = pos_q (dropout.py).
+    Without dropout a placeholder the compiler drops (nothing reads it)."""
+    rows = pos_q.to(tl.uint32)
+    if DROPOUT:
+        x = _mix32((b ^ seed).to(tl.uint32))
+        x = _mix32(x ^ h.to(tl.uint32))
+        rows = _mix32(x ^ rows)
+    return rows
+
+
+@triton.jit
+def _drop_weights(rows, pos_k, threshold, keep_scale):
+    """fp32 tile of the dropout multipliers: keep_scale where kept, 0 where dropped. ``rows``
+    (row hashes) and ``pos_k`` (key positions) come broadcast against each other."""
+    bits = _mix32(rows ^ pos_k.to(tl.uint32)) >> _DROP_SHIFT
+    return tl.where(bits >= threshold, keep_scale, 0.0)  # uint32 compare (threshold < 2^24)
+
+
+@triton.jit
+def _head(H, N, DIL):
+    """(b, h) of this program (grid axis 1 = B * H) and the t-space of the head's dilation."""
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh - b * H
+    dil = tl.load(DIL + h)
+    M = tl.cdiv(N, dil)
+    return b, h, dil, M, M * dil  # T = M * d >= N when d does not divide N
+
+
+@triton.jit
+def _band_tile(offs_t, M, dil, T, N, KIND_ROW):
+    """Positions of t-space indices ``offs_t``: residue, position, in range, kind (PAD beyond).
+    Residue r holds positions r, r + d, r + 2d, ..."""
+    r = offs_t // M
+    pos = (offs_t - r * M) * dil + r
+    ok = (offs_t < T) & (pos < N)
+    return r, pos, ok, tl.load(KIND_ROW + pos, mask=ok, other=PAD)
+
+
+@triton.jit
+def _band_range(first, last, M, window, CAUSAL: tl.constexpr, FIND_KEYS: tl.constexpr,
+                BLOCK: tl.constexpr):
+    """[start, end) of the t-space tiles of size BLOCK the band reaches from the block of
+    indices [first, last]: within ``window`` and in the residues the block touches. FIND_KEYS:
+    the block holds queries, the range keys (causal: keys at or before the query); else the
+    block holds keys, the range queries (causal: queries at or after the key)."""
+    lo = tl.maximum(first - window, (first // M) * M)
+    hi = tl.minimum(last + window, (last // M) * M + M - 1)
+    if CAUSAL:
+        if FIND_KEYS:
+            hi = last
+        else:
+            lo = first
+    return (lo // BLOCK) * BLOCK, hi + 1
+
+
+@triton.jit
+def _band_allowed(t_q, r_q, t_k, r_k, window, CAUSAL: tl.constexpr):
+    """True where query index t_q sees key index t_k through the band (broadcast inputs, any
+    orientation): same residue and -w <= t_q - t_k <= w (causal: 0 <= t_q - t_k <= w)."""
+    diff = t_q - t_k
+    ok = (r_q == r_k) & (diff <= window)
+    if CAUSAL:
+        ok = ok & (diff >= 0)
+    else:
+        ok = ok & (diff >= -window)
+    return ok
+
+
+@triton.jit
+def _global_tile(GIDX_ROW, start, count, BLOCK: tl.constexpr):
+    """Slots [start, start + BLOCK) of a row's global tokens: (position, slot in use)."""
+    offs = start + tl.arange(0, BLOCK)
+    ok = offs < count
+    return tl.load(GIDX_ROW + offs, mask=ok, other=0).to(tl.int32), ok
+
+
+@triton.jit
+def _load_rows(base, pos, ok, offs_d, D, stride_n):
+    """(len(pos), BLOCK_D) tile of rows ``pos`` of an (N, D) matrix with row stride stride_n;
+    zeros where not ``ok`` or beyond D (D is padded to a power of two >= 16 for tl.dot).
+    Offsets in int64: pos * stride_n can pass 2^31 for a permuted view of a large tensor."""
+    return tl.load(base + pos.to(tl.int64)[:, None] * stride_n + offs_d[None, :],
+                   mask=ok[:, None] & (offs_d[None, :] < D), other=0.0)
+
+
+@triton.jit
+def _store_rows(base, pos, ok, offs_d, D, stride_n, tile):
+    tl.store(base + pos.to(tl.int64)[:, None] * stride_n + offs_d[None, :],
+             tile.to(base.dtype.element_ty), mask=ok[:, None] & (offs_d[None, :] < D))
+
+
+@triton.jit
+def _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND_ROW, K, V, offs_d, D, s_n, window,
+               CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Key tile [start, start + BLOCK_N) of the band, in t-space, for the query tile offs_m:
+    k, v, key positions and the (BLOCK_M, BLOCK_N) mask of allowed entries. Global keys are
+    left out of the band: they are attended once, as global keys (``_global_keys``)."""
+    offs_n = start + tl.arange(0, BLOCK_N)
+    r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND_ROW)
+    k = _load_rows(K, pos_k, k_in, offs_d, D, s_n)
+    v = _load_rows(V, pos_k, k_in, offs_d, D, s_n)
+    allowed = (_band_allowed(offs_m[:, None], r_q[:, None], offs_n[None, :], r_k[None, :],
+                             window, CAUSAL)
+               & q_ok[:, None] & (kind_k == LOCAL)[None, :])
+    return k, v, pos_k, allowed
+
+
+@triton.jit
+def _bias_ptrs(BIAS_ROWS, pos_q, t_q, t_k, bias_w, CAUSAL: tl.constexpr):
+    """Pointers to the entries of one (b, h)'s (N, W) band bias (or its gradient) for queries
+    ``pos_q`` (t-space ``t_q``) and keys ``t_k``: broadcast inputs, any orientation, meaningful
+    where the band allows the pair. Same residue, so t_q - t_k = (i - j) / d: causal column
+    c = (i - j) / d, two-sided c = w + (j - i) / d with w = (W - 1) / 2 the pattern's own
+    (unclamped) window. BIAS_ROWS is the (b, h)'s first entry (an int64 offset); within it
+    int32 offsets (N * W < 2^31, checked by the launcher), which spilled fewer registers than
+    int64 ones when compiled for sm_80. Built where used, not kept across the dots."""
+    if CAUSAL:
+        col = t_q - t_k
+    else:
+        col = (bias_w - 1) // 2 + (t_k - t_q)
+    return BIAS_ROWS + (pos_q * bias_w + col)
+
+
+@triton.jit
+def _scores(a, b_t, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS: tl.constexpr,
+            CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    """The log2-unit scores (a @ b_t^T) * qk_scale of a tile, fp32, plus the band bias of
+    (pos_b, t_q, t_k) (``_bias_ptrs``) under HAS_BIAS. The bias enters as tl.dot's accumulator,
+    bias / scale, so that (a.b + bias / scale) * scale * log2(e) is the biased score: loaded
+    straight into the dot's layout this way, the forward kernel compiled for sm_86 (fp16,
+    D = 32, 64 x 64) spilled 28 to 164 bytes a thread where adding the loaded tile to the
+    dot's result spilled 532 to 840 and needed 8 KiB more shared memory. Entries that are not
+    ``allowed`` are never read: what lies there (even NaN) cannot matter."""
+    if HAS_BIAS:
+        bias = tl.load(_bias_ptrs(BIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL), mask=allowed, other=0.0)
+        inverse_scale = _LOG2E / qk_scale  # 1 / scale
+        s = tl.dot(a, tl.trans(b_t), bias.to(tl.float32) * inverse_scale, input_precision=PRECISION)
+    else:
+        s = tl.dot(a, tl.trans(b_t), input_precision=PRECISION)
+    return s * qk_scale
+
+
+@triton.jit
+def _global_keys(GIDX_ROW, start, count, q_ok, K, V, offs_d, D, s_n, BLOCK_N: tl.constexpr):
+    """Global-key tile (slots [start, start + BLOCK_N)) seen by LOCAL queries with the local
+    projections: k, v, key positions, allowed mask."""
+    pos_k, g_ok = _global_tile(GIDX_ROW, start, count, BLOCK_N)
+    k = _load_rows(K, pos_k, g_ok, offs_d, D, s_n)
+    v = _load_rows(V, pos_k, g_ok, offs_d, D, s_n)
+    return k, v, pos_k, q_ok[:, None] & g_ok[None, :]
+
+
+@triton.jit
+def _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows, pos_k, threshold, keep_scale,
+              BIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
+              CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    """One online-softmax step over a key tile; all state in fp32, log2 units. ``rows``
+    (BLOCK_M, 1) and ``pos_k`` (1, BLOCK_N): the dropout mask's row hashes and key positions.
+    Under HAS_BIAS the band bias of (pos_b, t_q, t_k) is added to the scores (``_scores``)."""
+    s = _scores(q, k, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS, CAUSAL,
+                PRECISION)
+    s = tl.where(allowed, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.math.exp2(m_i - m_new)
+    p = tl.math.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)  # the normaliser counts dropped keys too
+    if DROPOUT:
+        p = p * _drop_weights(rows, pos_k, threshold, keep_scale)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _fwd_finish(m_i, l_i, acc):
+    """Normalised output and lse. A row that saw no key (l = 0: padding rows) gives zeros and
+    lse 0 rather than 0/0; the backward masks such rows, so their lse is never used."""
+    has_keys = l_i > 0.0
+    out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+    lse = tl.where(has_keys, m_i + tl.math.log2(tl.where(has_keys, l_i, 1.0)), 0.0)
+    return out, lse
+
+
+@triton.jit
+def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k, threshold,
+             keep_scale, BIAS_ROWS, DBIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr,
+             HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    """dq += dS k for one key tile, with P recomputed from the saved lse. With dropout
+    dS = P * (dP' * keep * keep_scale - delta), dP' = dO v^T. Under HAS_BIAS, P includes the
+    band bias of (pos_b, t_q, t_k), and dS, the gradient of the natural-unit score and so the
+    bias's own, is stored to DBIAS_ROWS at the allowed entries."""
+    s = _scores(q, k, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS, CAUSAL,
+                PRECISION)
+    p = tl.math.exp2(tl.where(allowed, s, float("-inf")) - lse[:, None])
+    dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
+    if DROPOUT:
+        dp = dp * _drop_weights(rows, pos_k, threshold, keep_scale)
+    ds = p * (dp - delta[:, None])
+    if HAS_BIAS:  # d(score)/d(bias) = 1
+        tl.store(_bias_ptrs(DBIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL),
+                 ds.to(DBIAS_ROWS.dtype.element_ty), mask=allowed)
+    return dq + tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
+
+
+@triton.jit
+def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows, pos_k, threshold,
+               keep_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr,
+               HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    """dk += dS^T q and dv += (P * keep * keep_scale)^T dO for one query tile, computed
+    transposed (keys on rows, so ``rows`` is (1, BLOCK_M) and ``pos_k`` (BLOCK_N, 1)) so the
+    key tile's accumulators never need a transpose. Under HAS_BIAS P includes the band bias
+    of (pos_b, t_q, t_k), given transposed as well."""
+    s_t = _scores(k, q, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed_t, HAS_BIAS, CAUSAL,
+                  PRECISION)
+    p_t = tl.math.exp2(tl.where(allowed_t, s_t, float("-inf")) - lse[None, :])
+    dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
+    if DROPOUT:
+        weights = _drop_weights(rows, pos_k, threshold, keep_scale)
+        dv = dv + tl.dot((p_t * weights).to(do.dtype), do, input_precision=PRECISION)
+        dp_t = dp_t * weights
+    else:
+        dv = dv + tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)
+    ds_t = p_t * (dp_t - delta[None, :])
+    dk = dk + tl.dot(ds_t.to(q.dtype), q, input_precision=PRECISION)
+    return dk, dv
+
+
+# --------------------------------------------------------------------------------------------
+# Forward kernels
+# --------------------------------------------------------------------------------------------
+@triton.jit(do_not_specialize=_PER_CALL)
+def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
+                     s_b, s_h, s_n, H, N, D, G, window, bias_w, qk_scale, seed, threshold,
+                     keep_scale, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr,
+                     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
+    """Grid (query blocks in t-space, B * H). LOCAL rows: band keys then global keys.
+    BIAS: the (B, H, N, W) contiguous band bias, W = bias_w (read only under HAS_BIAS)."""
+    b, h, dil, M, T = _head(H, N, DIL)
+    t0 = tl.program_id(0) * BLOCK_M
+    if t0 >= T:  # heads with a smaller T need fewer blocks than the grid has
+        return
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h  # this (b, h)'s (N, D) matrices
+    vec = (b * H + h).to(tl.int64) * N  # this (b, h)'s lse row
+
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_m = t0 + tl.arange(0, BLOCK_M)
+    r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
+    q_ok = kind_q == LOCAL
+    q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    bias_rows = BIAS + vec * bias_w  # this (b, h)'s (N, W) band bias
+
+    m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+
+    # Band keys: only key tiles meeting the band of the block's queries are visited.
+    lo, hi = _band_range(t0, tl.minimum(t0 + BLOCK_M, T) - 1, M, window, CAUSAL, True, BLOCK_N)
+    for start in tl.range(lo, hi, BLOCK_N):
+        k, v, pos_k, allowed = _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND + b * N,
+                                          K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
+                                          BLOCK_N)
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
+                                  pos_k[None, :], threshold, keep_scale, bias_rows,
+                                  pos_q[:, None], offs_m[:, None],
+                                  start + tl.arange(0, BLOCK_N)[None, :], bias_w, DROPOUT,
+                                  HAS_BIAS, CAUSAL, PRECISION)
+
+    # Global keys (local projections): every LOCAL query attends every global token, unbiased.
+    count = tl.load(GCOUNT + b).to(tl.int32)
+    for start in tl.range(0, count, BLOCK_N):
+        k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
+                                            offs_d, D, s_n, BLOCK_N)
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
+                                  pos_k[None, :], threshold, keep_scale, bias_rows, 0, 0, 0, 0,
+                                  DROPOUT, False, CAUSAL, PRECISION)
+
+    out, lse = _fwd_finish(m_i, l_i, acc)
+    # Every row: PAD and GLOBAL rows get the zeros computed here; GLOBAL rows are overwritten
+    # by _global_rows_fwd_kernel, launched after this one, when the caller wants them.
+    _store_rows(O + mat, pos_q, q_in, offs_d, D, s_n, out)
+    tl.store(LSE + vec + pos_q, lse, mask=q_in)
+
+
+@triton.jit(do_not_specialize=_PER_CALL)
+def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
+                            g_b, g_h, g_n, s_b, s_h, s_n, H, N, D, G, qk_scale,
+                            seed, threshold, keep_scale,
+                            DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
+    """Grid (blocks of global slots, B * H). GLOBAL rows: q_g against every non-padding key.
+    (g_b, g_h, g_n): strides of the global family, (s_b, s_h, s_n): of out."""
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh - b * H
+    count = tl.load(GCOUNT + b).to(tl.int32)
+    g0 = tl.program_id(0) * BLOCK_M
+    if g0 >= count:
+        return
+    mat = b.to(tl.int64) * g_b + h.to(tl.int64) * g_h
+    vec = bh.to(tl.int64) * N
+
+    offs_d = tl.arange(0, BLOCK_D)
+    pos_q, g_ok = _global_tile(GIDX + b * G, g0, count, BLOCK_M)
+    q = _load_rows(QG + mat, pos_q, g_ok, offs_d, D, g_n)
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+
+    m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for start in tl.range(0, N, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        k_in = offs_n < N
+        kind_k = tl.load(KIND + b * N + offs_n, mask=k_in, other=PAD)
+        k = _load_rows(KG + mat, offs_n, k_in, offs_d, D, g_n)
+        v = _load_rows(VG + mat, offs_n, k_in, offs_d, D, g_n)
+        allowed = g_ok[:, None] & (kind_k != PAD)[None, :]
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
+                                  offs_n[None, :], threshold, keep_scale, KG, 0, 0, 0, 0, DROPOUT,
+                                  False, False, PRECISION)
+
+    out, lse = _fwd_finish(m_i, l_i, acc)
+    _store_rows(O + b.to(tl.int64) * s_b + h.to(tl.int64) * s_h, pos_q, g_ok, offs_d, D, s_n, out)
+    tl.store(LSE + vec + pos_q, lse, mask=g_ok)
+
+
+# --------------------------------------------------------------------------------------------
+# Backward kernels (P recomputed from lse; delta = rowsum(dO * O) computed beforehand)
+# --------------------------------------------------------------------------------------------
+@triton.jit(do_not_specialize=_PER_CALL)
+def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BIAS, DBIAS,
+                        s_b, s_h, s_n, H, N, D, G, window, bias_w, qk_scale, sm_scale,
+                        seed, threshold, keep_scale,
+                        CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                        PRECISION: tl.constexpr):
+    """Grid as _band_fwd_kernel. dq of every row: band keys then global keys. Under HAS_BIAS
+    also the band bias's gradient DBIAS (B, H, N, W), contiguous, zero-filled by the caller:
+    dS of each allowed band pair, which this program alone visits (its queries' rows), once."""
+    b, h, dil, M, T = _head(H, N, DIL)
+    t0 = tl.program_id(0) * BLOCK_M
+    if t0 >= T:
+        return
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h
+    vec = (b * H + h).to(tl.int64) * N
+
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_m = t0 + tl.arange(0, BLOCK_M)
+    r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
+    q_ok = kind_q == LOCAL
+    q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
+    do = _load_rows(DO + mat, pos_q, q_in, offs_d, D, s_n)
+    lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
+    delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    bias_rows = BIAS + vec * bias_w  # this (b, h)'s (N, W) band bias and its gradient
+    dbias_rows = DBIAS + vec * bias_w
+    dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+
+    lo, hi = _band_range(t0, tl.minimum(t0 + BLOCK_M, T) - 1, M, window, CAUSAL, True, BLOCK_N)
+    for start in tl.range(lo, hi, BLOCK_N):
+        k, v, pos_k, allowed = _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND + b * N,
+                                          K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
+                                          BLOCK_N)
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k[None, :],
+                      threshold, keep_scale, bias_rows, dbias_rows, pos_q[:, None],
+                      offs_m[:, None], start + tl.arange(0, BLOCK_N)[None, :], bias_w, DROPOUT,
+                      HAS_BIAS, CAUSAL, PRECISION)
+
+    count = tl.load(GCOUNT + b).to(tl.int32)
+    for start in tl.range(0, count, BLOCK_N):
+        k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
+                                            offs_d, D, s_n, BLOCK_N)
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k[None, :],
+                      threshold, keep_scale, bias_rows, dbias_rows, 0, 0, 0, 0, DROPOUT, False,
+                      CAUSAL, PRECISION)
+
+    # d(scores)/dq = scale * k: the scale (natural units) is applied once, here.
+    _store_rows(DQ + mat, pos_q, q_in, offs_d, D, s_n, dq * sm_scale)
+
+
+@triton.jit(do_not_specialize=_PER_CALL)
+def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL, BIAS,
+                          s_b, s_h, s_n, H, N, D, window, bias_w, qk_scale, sm_scale,
+                          seed, threshold, keep_scale,
+                          CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                          PRECISION: tl.constexpr):
+    """Grid (key blocks in t-space, B * H). dk, dv from the band's LOCAL queries (P recomputed
+    with the band bias under HAS_BIAS)."""
+    b, h, dil, M, T = _head(H, N, DIL)
+    s0 = tl.program_id(0) * BLOCK_N
+    if s0 >= T:
+        return
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h
+    vec = (b * H + h).to(tl.int64) * N
+
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_n = s0 + tl.arange(0, BLOCK_N)
+    r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND + b * N)
+    k_ok = kind_k == LOCAL
+    k = _load_rows(K + mat, pos_k, k_in, offs_d, D, s_n)
+    v = _load_rows(V + mat, pos_k, k_in, offs_d, D, s_n)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+
+    lo, hi = _band_range(s0, tl.minimum(s0 + BLOCK_N, T) - 1, M, window, CAUSAL, False, BLOCK_M)
+    for start in tl.range(lo, hi, BLOCK_M):
+        offs_m = start + tl.arange(0, BLOCK_M)
+        r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
+        q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
+        do = _load_rows(DO + mat, pos_q, q_in, offs_d, D, s_n)
+        lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
+        delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
+        allowed_t = (_band_allowed(offs_m[None, :], r_q[None, :], offs_n[:, None], r_k[:, None],
+                                   window, CAUSAL)
+                     & k_ok[:, None] & (kind_q == LOCAL)[None, :])
+        rows = _row_hash(seed, b, h, pos_q, DROPOUT)[None, :]
+        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows,
+                            pos_k[:, None], threshold, keep_scale, BIAS + vec * bias_w,
+                            pos_q[None, :], offs_m[None, :], offs_n[:, None], bias_w, DROPOUT,
+                            HAS_BIAS, CAUSAL, PRECISION)
+
+    # GLOBAL key rows belong to _cross_bwd_dkdv_kernel (GLOBAL_KEYS=True); PAD rows get zeros.
+    mine = k_in & (kind_k != GLOBAL)
+    _store_rows(DK + mat, pos_k, mine, offs_d, D, s_n, dk * sm_scale)
+    _store_rows(DV + mat, pos_k, mine, offs_d, D, s_n, dv)
+
+
+@triton.jit(do_not_specialize=_PER_CALL)
+def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
+                           s_b, s_h, s_n, o_b, o_h, o_n, H, N, D, G, qk_scale, sm_scale,
+                           seed, threshold, keep_scale,
+                           GLOBAL_KEYS: tl.constexpr, DROPOUT: tl.constexpr,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                           PRECISION: tl.constexpr):
+    """dk, dv for the two dense (not banded) parts of the pattern. (s_b, s_h, s_n): strides of
+    Q, K, V, DK, DV; (o_b, o_h, o_n): strides of DO.
+
+    GLOBAL_KEYS=True (local projections): keys = the global tokens (grid over slot blocks),
+        queries = every LOCAL row. Writes dk, dv of GLOBAL rows.
+    GLOBAL_KEYS=False (global projections): keys = every position (grid over key blocks),
+        queries = the global rows. Writes dk_g, dv_g of every row (zero for padding).
+    """
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh - b * H
+    count = tl.load(GCOUNT + b).to(tl.int32)
+    s0 = tl.program_id(0) * BLOCK_N
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h
+    mat_do = b.to(tl.int64) * o_b + h.to(tl.int64) * o_h
+    vec = bh.to(tl.int64) * N
+    offs_d = tl.arange(0, BLOCK_D)
+    if GLOBAL_KEYS:
+        if s0 >= count:
+            return
+        pos_k, k_in = _global_tile(GIDX + b * G, s0, count, BLOCK_N)
+        k_ok = k_in
+        num_queries = N
+    else:
+        pos_k = s0 + tl.arange(0, BLOCK_N)
+        k_in = pos_k < N
+        k_ok = tl.load(KIND + b * N + pos_k, mask=k_in, other=PAD) != PAD
+        num_queries = count
+    k = _load_rows(K + mat, pos_k, k_in, offs_d, D, s_n)
+    v = _load_rows(V + mat, pos_k, k_in, offs_d, D, s_n)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+
+    for start in tl.range(0, num_queries, BLOCK_M):
+        if GLOBAL_KEYS:
+            pos_q = start + tl.arange(0, BLOCK_M)
+            q_in = pos_q < N
+            q_ok = tl.load(KIND + b * N + pos_q, mask=q_in, other=PAD) == LOCAL
+        else:
+            pos_q, q_in = _global_tile(GIDX + b * G, start, count, BLOCK_M)
+            q_ok = q_in
+        q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
+        do = _load_rows(DO + mat_do, pos_q, q_in, offs_d, D, o_n)
+        lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
+        delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
+        allowed_t = k_ok[:, None] & q_ok[None, :]
+        rows = _row_hash(seed, b, h, pos_q, DROPOUT)[None, :]
+        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows,
+                            pos_k[:, None], threshold, keep_scale, K, 0, 0, 0, 0, DROPOUT,
+                            False, False, PRECISION)
+
+    _store_rows(DK + mat, pos_k, k_in, offs_d, D, s_n, dk * sm_scale)
+    _store_rows(DV + mat, pos_k, k_in, offs_d, D, s_n, dv)
+
+
+@triton.jit(do_not_specialize=_PER_CALL)
+def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOUNT,
+                               g_b, g_h, g_n, o_b, o_h, o_n, H, N, D, G, qk_scale, sm_scale,
+                               seed, threshold, keep_scale,
+                               DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
+                               BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                               PRECISION: tl.constexpr):
+    """Grid as _global_rows_fwd_kernel. dq_g of GLOBAL rows. (g_b, g_h, g_n): strides of the
+    global family, (o_b, o_h, o_n): of DO."""
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh - b * H
+    count = tl.load(GCOUNT + b).to(tl.int32)
+    g0 = tl.program_id(0) * BLOCK_M
+    if g0 >= count:
+        return
+    mat = b.to(tl.int64) * g_b + h.to(tl.int64) * g_h
+    vec = bh.to(tl.int64) * N
+
+    offs_d = tl.arange(0, BLOCK_D)
+    pos_q, g_ok = _global_tile(GIDX + b * G, g0, count, BLOCK_M)
+    q = _load_rows(QG + mat, pos_q, g_ok, offs_d, D, g_n)
+    do = _load_rows(DO + b.to(tl.int64) * o_b + h.to(tl.int64) * o_h, pos_q, g_ok, offs_d, D, o_n)
+    lse = tl.load(LSE + vec + pos_q, mask=g_ok, other=0.0)
+    delta = tl.load(DELTA + vec + pos_q, mask=g_ok, other=0.0)
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for start in tl.range(0, N, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        k_in = offs_n < N
+        kind_k = tl.load(KIND + b * N + offs_n, mask=k_in, other=PAD)
+        k = _load_rows(KG + mat, offs_n, k_in, offs_d, D, g_n)
+        v = _load_rows(VG + mat, offs_n, k_in, offs_d, D, g_n)
+        allowed = g_ok[:, None] & (kind_k != PAD)[None, :]
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, offs_n[None, :],
+                      threshold, keep_scale, KG, KG, 0, 0, 0, 0, DROPOUT, False, False, PRECISION)
+    _store_rows(DQG + mat, pos_q, g_ok, offs_d, D, g_n, dq * sm_scale)
