@@ -99,6 +99,12 @@ class LongformerLanguageModel(TransformerLanguageModel):
                                  "length limit and evaluates at lengths it never trained on (e.g. "
                                  "fairseq-eval-lm --tokens-per-sample beyond the training one); "
                                  "--max-target-positions then only bounds the --attention-window values")
+        parser.add_argument("--relative-bias-budget-mb", type=float, metavar="MB",
+                            help="with --relative-positions: the largest position-score band, (batch, "
+                                 "heads, tokens, window + 1), a layer makes at once (default 256). Above "
+                                 "it the heads are attended in groups whose band is made again in "
+                                 "backward (one more attention forward per layer, no band kept for "
+                                 "backward); raise it where memory is plentiful to skip that recompute")
 
     @classmethod
     def build_model(cls, args, task):
@@ -147,6 +153,9 @@ def base_architecture(args):
     args.relative_positions = bool(safe_getattr(args, "relative_positions", False))
     if args.relative_positions:
         args.no_token_positional_embeddings = True  # the positions are in the attention
+    elif safe_getattr(args, "relative_bias_budget_mb", None) is not None:
+        raise ValueError("--relative-bias-budget-mb applies to --relative-positions only: add "
+                         "--relative-positions or drop the budget")
     # one embedding matrix in and out, as Transformer-XL's character models (--tied)
     args.share_decoder_input_output_embed = safe_getattr(args, "share_decoder_input_output_embed", True)
     # causal, no global tokens: always, whatever a namespace loaded from elsewhere says

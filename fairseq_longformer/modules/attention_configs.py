@@ -57,6 +57,7 @@ def attention_configs(args, side: str, global_projections: Optional[bool] = None
             global_projections=global_projections,
             dropout=float(safe_getattr(args, "attention_dropout", 0.0) or 0.0),
             relative_positions=bool(safe_getattr(args, "relative_positions", False)),
+            relative_bias_budget_mb=safe_getattr(args, "relative_bias_budget_mb", None),
         )
         for w, d in zip(windows, dilations)
     )

@@ -14,8 +14,8 @@ depends on the absolute position, and a model evaluates at any length.
 
 The band bias is as large as the band: (B, H, N, w + 1), 8.5 GB in fp16 per layer and sequence at
 the char-LM's last phase (N = w = 23,040, 8 heads). Saved for backward by every layer it would
-take ~100 GB. So ``RelativePositionScores.attend`` makes it at most ``BAND_BIAS_BUDGET_BYTES`` at
-a time: above that, the heads are attended in groups, each group's bias made inside an
+take ~100 GB. So ``RelativePositionScores.attend`` makes at most a budget of it at a time
+(``BAND_BIAS_BUDGET_BYTES`` unless the model's ``--relative-bias-budget-mb`` says otherwise): above that, the heads are attended in groups, each group's bias made inside an
 activation checkpoint (made, used and dropped in the forward; made again in the backward), so no
 layer keeps a bias for backward and the largest one alive is one group's. The cost is one more
 attention forward per layer in the backward of long sequences.
@@ -41,9 +41,10 @@ from longformer_kernels.pattern import default_scale
 # Transformer-XL's init of r_w_bias / r_r_bias: normal with its --init_std 0.02
 BIAS_INIT_STD = 0.02
 
-# The largest band bias made at once (bytes); above it the heads are attended in checkpointed
-# groups (module docstring). 256 MiB keeps it well below a layer's other activations at 4,096
-# characters and makes one head's bias (about 1 GB fp16 at N = w = 23,040) the peak at the last phase.
+# The default largest band bias made at once (bytes; a model's --relative-bias-budget-mb); above
+# it the heads are attended in checkpointed groups (module docstring). 256 MiB keeps it well below
+# a layer's other activations at 4,096 characters and makes one head's bias (about 1 GB fp16 at
+# N = w = 23,040) the peak at the last phase.
 BAND_BIAS_BUDGET_BYTES = 256 * 2 ** 20
 
 # Odd 32-bit constant that moves each head group's dropout seed (Fibonacci hashing's 2^32 / phi)
@@ -88,8 +89,12 @@ class RelativePositionScores(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, pattern: AttentionPattern,
-                 biases: Optional[RelativePositionBiases] = None):
+                 biases: Optional[RelativePositionBiases] = None, bias_budget_bytes: Optional[int] = None):
         super().__init__()
+        # the largest band bias made at once (``attend``); None: BAND_BIAS_BUDGET_BYTES
+        self.bias_budget_bytes = BAND_BIAS_BUDGET_BYTES if bias_budget_bytes is None else int(bias_budget_bytes)
+        if self.bias_budget_bytes < 1:
+            raise ValueError(f"the band-bias budget must be at least 1 byte, got {self.bias_budget_bytes}")
         if not pattern.causal:
             # Transformer-XL's positions are for a left-to-right model; the band bias of a
             # two-sided window would need signed distances, which nothing here defines
@@ -141,9 +146,9 @@ class RelativePositionScores(nn.Module):
 
 
     def heads_per_group(self, batch: int, length: int, element_size: int) -> int:
-        """How many heads' band bias, (B, heads, N, w + 1), fit in ``BAND_BIAS_BUDGET_BYTES`` (>= 1)."""
+        """How many heads' band bias, (B, heads, N, w + 1), fit in ``self.bias_budget_bytes`` (>= 1)."""
         per_head = batch * length * (self.window + 1) * element_size
-        return max(1, BAND_BIAS_BUDGET_BYTES // max(per_head, 1))
+        return max(1, self.bias_budget_bytes // max(per_head, 1))
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, masks: AttentionMasks, impl: str,
                dropout: Optional[AttentionDropout]) -> Tensor:

@@ -70,7 +70,8 @@ class LongformerAttentionConfig:
     global_projections: the layer has Q_g, K_g, V_g (a model that never uses global attention,
     such as a causal LM, must not carry their 3 C^2 weights). dropout: on the attention
     probabilities, in training only. relative_positions: Transformer-XL's relative position
-    terms in the scores (``relative_positions.py``; causal patterns only).
+    terms in the scores (``relative_positions.py``; causal patterns only), their band bias made
+    at most ``relative_bias_budget_mb`` MiB at a time (None: that module's default).
     """
 
     pattern: AttentionPattern
@@ -78,6 +79,7 @@ class LongformerAttentionConfig:
     global_projections: bool = True
     dropout: float = 0.0
     relative_positions: bool = False
+    relative_bias_budget_mb: Optional[float] = None
 
     def __post_init__(self):
         if self.impl not in IMPLEMENTATIONS:
@@ -88,6 +90,8 @@ class LongformerAttentionConfig:
             raise_causal_global()
         if self.relative_positions and not self.pattern.causal:
             raise ValueError("relative positions need a causal pattern (a left-to-right language model)")
+        if self.relative_bias_budget_mb is not None and not self.relative_bias_budget_mb > 0:
+            raise ValueError(f"--relative-bias-budget-mb must be > 0, got {self.relative_bias_budget_mb!r}")
 
 
 class LongformerSelfAttention(nn.Module):
@@ -123,7 +127,10 @@ class LongformerSelfAttention(nn.Module):
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.relative_positions = None
         if config.relative_positions:
-            self.relative_positions = RelativePositionScores(embed_dim, num_heads, config.pattern, relative_biases)
+            budget = config.relative_bias_budget_mb
+            self.relative_positions = RelativePositionScores(
+                embed_dim, num_heads, config.pattern, relative_biases,
+                bias_budget_bytes=None if budget is None else max(1, int(budget * 2 ** 20)))
         elif relative_biases is not None:
             raise ValueError("relative position biases were given to an attention without relative positions")
 

@@ -188,7 +188,7 @@ def test_over_the_budget_no_band_bias_is_kept_for_backward(monkeypatch):
     x = torch.randn(length, 2, 32, dtype=torch.float64, requires_grad=True)
     # band-sized (the core's probabilities, about B * H * N * w): 8x the input here
     assert _largest_saved_for_backward(attn, x) > 4 * x.numel()
-    monkeypatch.setattr(relative_positions, "BAND_BIAS_BUDGET_BYTES", 1)
+    attn.relative_positions.bias_budget_bytes = 1
     assert _largest_saved_for_backward(attn, x) <= x.numel()
 
     seeds = []
@@ -324,6 +324,14 @@ def test_architecture_flag_and_clear_errors():
         LongformerSelfAttention(32, 4, relative, relative_biases=RelativePositionBiases(2, 16))
     with pytest.raises(ValueError, match="fully_sharded"):
         build_lm(relative_positions=True, ddp_backend="fully_sharded")
+    # --relative-bias-budget-mb reaches every layer; alone, it is refused
+    budgeted, _ = build_lm(relative_positions=True, relative_bias_budget_mb=0.5)
+    assert {layer.self_attn.relative_positions.bias_budget_bytes for layer in budgeted.decoder.layers} == {2 ** 19}
+    with pytest.raises(ValueError, match="applies to --relative-positions only"):
+        build_lm(relative_bias_budget_mb=0.5)
+    with pytest.raises(ValueError, match="must be > 0"):
+        LongformerAttentionConfig(AttentionPattern(2, causal=True), global_projections=False,
+                                  relative_positions=True, relative_bias_budget_mb=0)
     # a fairseq namespace (as a checkpoint stores it) without the flag builds learned positions
     old = argparse.Namespace(**TINY)
     ARCH_CONFIG_REGISTRY["longformer_lm"](old)

@@ -2,7 +2,8 @@
 test_train_eval.py: fairseq-train's loss falls below the unigram baseline; fairseq-eval-lm at 4x
 the training length runs (no position table limits it) and gives the bits per character of the
 training length (the model's reach, 8 + 16 * 2 = 40 characters, fits both windows, and nothing
-depends on the absolute position). Generation beyond the training length:
+depends on the absolute position), with a band-bias budget that makes every layer attend head
+by head (``--relative-bias-budget-mb``). Generation beyond the training length:
 test_relative_positions.py (fairseq's SequenceGenerator in-process)."""
 import json
 import re
@@ -22,6 +23,9 @@ def trained(tmp_path_factory):
     prepare("chars", [str(KJV / b) for b in BOOKS], str(root / "data"), valid_size="4000", test_size="2000")
     log = _run([BIN / "fairseq-train", root / "data", "--task", "language_modeling", "--user-dir",
                 "fairseq_longformer", *TINY_LM, "--relative-positions", "--tokens-per-sample", BLOCK,
+                # a budget below one head's band: every layer attends head by head, recomputed in
+                # backward, through fairseq-train and (saved in the checkpoint) fairseq-eval-lm
+                "--relative-bias-budget-mb", "0.01",
                 "--sample-break-mode", "none", "--batch-size", "8", "--optimizer", "adam", "--lr", "3e-3",
                 "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "10", "--clip-norm", "0.25",
                 "--max-update", "80", "--cpu", "--save-dir", root / "ckpt", "--no-epoch-checkpoints",
