@@ -9,13 +9,14 @@ Beltagy et al. (2020), Table 4, small model on text8 after 150K steps, dev BPC:
     No dilation                       1.21
     Dilation on 2 heads               1.20
 
-(the last two rows both have increasing windows). Here, scaled down to about 12 minutes of two
+(the last two rows both have increasing windows). Here, scaled down to about 20 minutes of two
 free CPU cores:
 
   1. the KJV corpus (data/kjv, 4.2M characters) at character level with
      ``longformer-preprocess-chars --format chars`` (the last 5% of the characters are valid);
   2. four ``longformer_lm`` models of LAYERS layers trained from scratch, SEEDS seeds each, every
-     run with the same data, sequence length, batch, rate and number of updates:
+     run with the same data, sequence length, batch, rate, number of updates and positions
+     (``--positions``: the paper's relative ones by default, or learned):
        decreasing   windows from TOP down to BOTTOM (geometric, as the model's own
                     ``growing_windows``, reversed), no dilation
        fixed        every layer the mean of those windows, no dilation
@@ -35,8 +36,9 @@ Default scale (why): 4 layers of width 128 with windows 8 .. 64 (the paper's 12 
 32 .. 512; 4 layers are the fewest where "increasing" and "decreasing" differ in more than the
 order of two windows), sequences of 512 characters, 8 per update, 300 updates (1.2M characters,
 about 0.3 of an epoch), 2 seeds, two runs at a time with one thread each: each training is about
-2.5 minutes of one core, so about 12 minutes of two free cores in all (estimated from that; measured: 56 minutes while
-other work kept the load at 15-20).
+2.5 minutes of one core with learned positions, 3-6 with relative ones, so about 12 / 20 minutes
+of two free cores in all (measured: learned 56 minutes while other work kept the load at 15-20;
+relative 33 minutes one run at a time beside a benchmark).
 Every scored character has at least 256 characters of context: more than twice the stacked
 receptive field without dilation (8 + 16 + 32 + 64 = 120), about that of the dilated heads
 (8 + 16 + 2 * 32 + 3 * 64 = 280). Dropout 0: a run

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The paper's char-LM ablation (Table 4: windows decreasing / fixed / increasing over the layers,
 # then dilation on 2 heads against none), in small, on the bundled KJV corpus at character level,
-# on CPU, in one command (about 12 minutes of two free cores; 56 at a load of 15-20):
+# on CPU, in one command (about 20 minutes of two free cores with the default relative positions):
 #
 #   bash recipes/charlm_ablation.sh                        # results in work/charlm_ablation/
 #   SEEDS=1 UPDATES=200 bash recipes/charlm_ablation.sh    # faster, one seed, weaker
