@@ -25,6 +25,23 @@ def test_rows_are_the_papers_windows_and_dilation():
     assert patterns["dilated"] == ("16,32,64,128", "1:1:1:1,1:1:1:1,1:1:2:2,1:1:3:3")
 
 
+def test_relative_positions_by_default_learned_on_request(tmp_path):
+    """Every run of a table uses the same positions: the paper's relative ones unless --positions
+    learned; the checkpoints' saved flags say which (fairseq-eval-lm builds the model from them)."""
+    for extra, relative in (([], True), (["--positions", "learned"], False)):
+        a = ablation.build_parser().parse_args(extra)
+        command = ablation.train_cmd(a, tmp_path, tmp_path / "save", "8,16", "1", seed=1)
+        assert ("--relative-positions" in command) == relative
+        assert f"{a.positions} positions" in ablation.markdown(
+            {k: {"values": [2.0], "mean": 2.0, "spread": 0.0} for k, _ in ablation.ROWS}, _settings(a),
+            {k: k for k, _ in ablation.ROWS}, {k: ("8,16", "1") for k, _ in ablation.ROWS}, {})
+
+
+def _settings(a):
+    a.seeds = [1]
+    return a
+
+
 def _table(means, spread=0.01):
     return {key: {"mean": mean, "spread": spread} for key, mean in means.items()}
 
