@@ -2,8 +2,8 @@
 
 ``LongformerLMDecoder`` overrides ``build_decoder_layer``: layer i is a
 ``LongformerDecoderLayer`` with ``layer_configs[i]`` (window and per-head dilation per layer).
-Embeddings, positions, the future mask, the output projection and the incremental-decoding
-plumbing are fairseq's own. The padding mask fairseq computes is handed to each layer's
+Embeddings, positions, the output projection and the incremental-decoding plumbing are
+fairseq's own; fairseq's (N, N) future mask is not made (``buffered_future_mask``). The padding mask fairseq computes is handed to each layer's
 attention as it is (only batches with padding carry one).
 
 With relative positions (``config.relative_positions``) the decoder makes one
@@ -56,6 +56,12 @@ class LongformerLMDecoder(TransformerDecoder):
         layer = LongformerDecoderLayer(args, next(self._pending_layer_configs), no_encoder_attn=no_encoder_attn,
                                        relative_biases=self._pending_relative_biases[0])
         return wrap_layer(layer, args)
+
+    def buffered_future_mask(self, tensor):
+        """None: every layer's causal pattern already hides the future. fairseq's own makes and
+        keeps an (N, N) float mask on the input's device, 1 GiB at 16,384 positions and 3.9 GiB at
+        the paper's 32,256-character evaluation, which the Longformer layers would only ignore."""
+        return None
 
     def max_positions(self):
         """Learned positions: fairseq's (the rows of the position table). Relative ones: no limit,

@@ -97,6 +97,19 @@ def test_window_covering_the_sequence_is_fairseq_transformer_lm():
     assert (banded(tokens)[0] - stock(tokens)[0]).abs().max() > 1e-3
 
 
+def test_no_future_mask_is_made_or_passed():
+    """fairseq's decoder would make and keep an (N, N) float future mask (1 GiB at 16,384): the
+    Longformer decoder makes none and its layers get attn_mask=None (the pattern is causal)."""
+    model, task = build_lm()
+    seen = []
+    for layer in model.decoder.layers:
+        forward = layer.self_attn.forward
+        layer.self_attn.forward = lambda *a, _f=forward, **k: seen.append(k.get("attn_mask")) or _f(*a, **k)
+    model(characters(task, 2, 40))
+    assert len(seen) == len(model.decoder.layers) and all(mask is None for mask in seen)
+    assert model.decoder._future_mask.numel() == 0
+
+
 def _cache_lengths(model, state):
     return [layer.self_attn._get_input_buffer(state)["prev_key"].shape[2] for layer in model.decoder.layers]
 
