@@ -103,7 +103,8 @@ class DenseCausalSelfAttention(nn.Module):
 
     def forward(self, query: Tensor, key=None, value=None, key_padding_mask=None, incremental_state=None,
                 need_weights: bool = False, attn_mask=None, **unused) -> Tuple[Tensor, None]:
-        # attn_mask is fairseq's (N, N) future mask, which every mask below implies
+        # attn_mask: None (the Longformer decoder makes no future mask), or fairseq's (N, N) one,
+        # which every mask below implies
         if key_padding_mask is not None or incremental_state is not None:
             raise ValueError("the dense benchmark contender has no padding and no incremental decoding")
         length, batch, embed = query.shape

@@ -3,8 +3,9 @@
 ``LongformerLMDecoder`` overrides ``build_decoder_layer``: layer i is a
 ``LongformerDecoderLayer`` with ``layer_configs[i]`` (window and per-head dilation per layer).
 Embeddings, positions, the output projection and the incremental-decoding plumbing are
-fairseq's own; fairseq's (N, N) future mask is not made (``buffered_future_mask``). The padding mask fairseq computes is handed to each layer's
-attention as it is (only batches with padding carry one).
+fairseq's own; fairseq's (N, N) future mask is not made (``buffered_future_mask``). The padding
+mask fairseq computes is handed to each layer's attention as it is (only batches with padding
+carry one).
 
 With relative positions (``config.relative_positions``) the decoder makes one
 ``RelativePositionBiases`` (u, v) and hands it to every layer, as Transformer-XL shares them;

@@ -107,8 +107,15 @@ def test_attention_equals_dense_transformer_xl_relative_attention(impl, length, 
     # Triton computes in fp16/bf16/fp32 only: fp32 here, against the float64 dense version (the
     # PyTorch path in fp32 is off by as much: 2e-7 in the outputs, 3e-6 in the gradients)
     dtype = torch.float32 if impl == "triton" else torch.float64
-    tol = 2e-6 if impl == "triton" else 1e-10
     attn = _relative_attention(impl, window, dilation, dtype)
+    _assert_equals_dense_transformer_xl(attn, length, padded, dtype, impl)
+
+
+def _assert_equals_dense_transformer_xl(attn, length, padded, dtype, label):
+    """``attn`` on a (length, 2, 32) input whose row 0 ends in ``padded`` padding positions equals
+    ``dense_transformer_xl``: the real rows' outputs, and every gradient of ``_gradients`` (each
+    nonzero)."""
+    tol = 2e-6 if dtype == torch.float32 else 1e-10
     x = torch.randn(length, 2, 32, generator=torch.Generator().manual_seed(2), dtype=dtype).requires_grad_()
     padding = torch.zeros(2, length, dtype=torch.bool)
     padding[0, length - padded:] = padded > 0
@@ -122,7 +129,7 @@ def test_attention_equals_dense_transformer_xl_relative_attention(impl, length, 
     for name, got in got_grads.items():
         assert got.abs().max() > 1e-3, f"{name} gets no gradient"
         torch.testing.assert_close(got.double(), want_grads[name].double(), atol=tol * 10, rtol=tol * 10,
-                                   msg=lambda m: f"{impl}: gradient of {name}: {m}")
+                                   msg=lambda m: f"{label}: gradient of {name}: {m}")
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -131,26 +138,16 @@ def test_heads_in_checkpointed_groups_equal_the_dense_version(impl, monkeypatch)
     group's bias made inside a checkpoint; outputs and every gradient still Transformer-XL's."""
     length, window, dilation, padded = CASES[1]
     dtype = torch.float32 if impl == "triton" else torch.float64
-    tol = 2e-6 if impl == "triton" else 1e-10
     per_head = 2 * length * (window + 1) * torch.tensor([], dtype=dtype).element_size()
+    calls = _count_core_calls(monkeypatch)
     for group in (1, 3):
-        monkeypatch.setattr(relative_positions, "BAND_BIAS_BUDGET_BYTES", group * per_head)
         attn = _relative_attention(impl, window, dilation, dtype)
-        calls = _count_core_calls(monkeypatch)
-        x = torch.randn(length, 2, 32, generator=torch.Generator().manual_seed(2), dtype=dtype).requires_grad_()
-        padding = torch.zeros(2, length, dtype=torch.bool)
-        padding[0, length - padded:] = True
-        real = ~padding.t()
-        out, _ = attn(x, key_padding_mask=padding)
-        assert calls == [min(group, 4 - i) for i in range(0, 4, group)], calls  # heads per call
-        want = dense_transformer_xl(attn, x, padding)
-        torch.testing.assert_close(out[real].double(), want[real], atol=tol, rtol=tol)
-        got_grads = _gradients(attn, x, out.masked_fill(~real[..., None], 0))
-        assert len(calls) == 2 * len(range(0, 4, group))  # each group's attention ran again in backward
-        want_grads = _gradients(attn, x, want.masked_fill(~real[..., None], 0))
-        for name, got in got_grads.items():
-            torch.testing.assert_close(got.double(), want_grads[name].double(), atol=tol * 10, rtol=tol * 10,
-                                       msg=lambda m: f"{impl}, groups of {group}: gradient of {name}: {m}")
+        attn.relative_positions.bias_budget_bytes = group * per_head
+        calls.clear()
+        _assert_equals_dense_transformer_xl(attn, length, padded, dtype, f"{impl}, groups of {group}")
+        forward = [min(group, 4 - i) for i in range(0, 4, group)]  # heads per call
+        assert calls[:len(forward)] == forward, calls
+        assert len(calls) == 2 * len(forward), calls  # each group's attention ran again in backward
 
 
 def _count_core_calls(monkeypatch):
