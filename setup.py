@@ -25,10 +25,12 @@ setup(
         "fairseq_longformer.bench",
         "longformer_kernels",
         "longformer_preprocessing",
+        "longformer_experiments",
     ],
     package_dir={
         "longformer_kernels": "kernels",
         "longformer_preprocessing": "preprocessing",
+        "longformer_experiments": "experiments",
     },
     install_requires=[
         "torch>=2.1",

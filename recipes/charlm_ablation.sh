@@ -5,14 +5,14 @@
 #
 #   bash recipes/charlm_ablation.sh                        # results in work/charlm_ablation/
 #   SEEDS=1 UPDATES=200 bash recipes/charlm_ablation.sh    # faster, one seed, weaker
-#   bash recipes/charlm_ablation.sh --help                 # every flag of charlm_ablation.py
+#   bash recipes/charlm_ablation.sh --help                 # every flag of the experiment
 #
-# recipes/charlm_ablation.py has the rows, the training and the evaluation. Four rows x SEEDS,
+# experiments/charlm_ablation/ has the rows, the training and the evaluation. Four rows x SEEDS,
 # each a fairseq-train run from scratch and a fairseq-eval-lm on the same valid characters; the
 # table shows bits per character per seed and mean ± spread (half the range over seeds), and a
 # line says whether the paper's ordering holds (increasing < fixed < decreasing, dilation < none).
 #
-# Environment variables (unset: charlm_ablation.py's default, shown here):
+# Environment variables (unset: the experiment's default, shown here):
 #   OUT=work/charlm_ablation   ablation.md, ablation.json, runs/ (recreated), data/ (kept)
 #   SEEDS=1,2                  UPDATES=300  BATCH_SIZE=8  LR=2e-3
 #   LAYERS=4 DIM=128 HEADS=4   BOTTOM=8 TOP=64   (one-sided windows of the bottom and top layers)
@@ -21,7 +21,7 @@
 #   PARALLEL=2 THREADS=1       runs at a time, intra-op threads each (more threads per run
 #                              are slower on a shared machine)
 #   PYTHON=<repo>/.venv/bin/python when it exists, else python3
-# Extra arguments go to charlm_ablation.py last. Exit status nonzero only when a run fails or a
+# Extra arguments go to python -m longformer_experiments.charlm_ablation last. Exit status nonzero only when a run fails or a
 # value is not finite (never because of the ordering).
 set -euo pipefail
 
@@ -38,4 +38,4 @@ flags_from_env OUT SEEDS UPDATES BATCH_SIZE LR LAYERS DIM HEADS BOTTOM TOP SEQUE
   POSITIONS PARALLEL THREADS
 
 cd "$REPO"
-exec "$PYTHON" "$REPO/recipes/charlm_ablation.py" "${ARGS[@]}" "$@"
+exec "$PYTHON" -m longformer_experiments.charlm_ablation "${ARGS[@]}" "$@"

@@ -1,19 +1,18 @@
-"""recipes/charlm_ablation.py (the paper's Table 4 in small): the rows' windows and dilations, the
+"""longformer_experiments.charlm_ablation (the paper's Table 4 in small): the rows' windows and dilations, the
 ordering check and its verdict on known numbers, and the recipe end to end in a tiny setting
 (one seed, a few updates: the table is produced and every value is finite)."""
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
+from longformer_experiments.charlm_ablation import main as ablation
 from tests.conftest import KJV, REPO
-
-sys.path.insert(0, str(REPO / "recipes"))
-import charlm_ablation as ablation  # noqa: E402
 
 
 def test_rows_are_the_papers_windows_and_dilation():
@@ -33,7 +32,7 @@ def test_relative_positions_by_default_learned_on_request(tmp_path):
         command = ablation.train_cmd(a, tmp_path, tmp_path / "save", "8,16", "1", seed=1)
         assert ("--relative-positions" in command) == relative
         assert f"{a.positions} positions" in ablation.markdown(
-            {k: {"values": [2.0], "mean": 2.0, "spread": 0.0} for k, _ in ablation.ROWS}, _settings(a),
+            {k: {"values": [2.0], "mean": 2.0, "spread": 0.0, "min": 2.0, "max": 2.0} for k, _ in ablation.ROWS}, _settings(a),
             {k: k for k, _ in ablation.ROWS}, {k: ("8,16", "1") for k, _ in ablation.ROWS}, {})
 
 
@@ -43,7 +42,9 @@ def _settings(a):
 
 
 def _table(means, spread=0.01):
-    return {key: {"mean": mean, "spread": spread} for key, mean in means.items()}
+    """Rows as two seeds at mean - spread and mean + spread would give."""
+    return {key: {"mean": mean, "spread": spread, "min": mean - spread, "max": mean + spread}
+            for key, mean in means.items()}
 
 
 def test_ordering_and_verdict_on_known_numbers():
@@ -70,9 +71,10 @@ def test_tiny_recipe_prints_a_finite_table(tmp_path):
     for name in ("08-Ruth.txt", "65-Jude.txt"):
         shutil.copy(KJV / name, books / name)
     out = tmp_path / "out"
-    command = [sys.executable, str(REPO / "recipes" / "charlm_ablation.py"), "--out", str(out), "--kjv", str(books),
-               "--seeds", "1", "--updates", "3", "--layers", "3", "--dim", "32", "--heads", "4", "--bottom", "4",
-               "--top", "16", "--sequence", "128", "--context", "64", "--batch-size", "4", "--parallel", "2"]
+    flags = ["--out", str(out), "--kjv", str(books), "--seeds", "1", "--updates", "3", "--layers", "3", "--dim", "32",
+             "--heads", "4", "--bottom", "4", "--top", "16", "--sequence", "128", "--context", "64",
+             "--batch-size", "4", "--parallel", "2"]
+    command = [sys.executable, "-m", "longformer_experiments.charlm_ablation", *flags]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO,
                                env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-3000:]
@@ -87,3 +89,6 @@ def test_tiny_recipe_prints_a_finite_table(tmp_path):
     assert len(lines) == 5  # header + 4 rows
     assert "Decreasing w (from 16 to 4)" in table and "Fixed w (= 9, the mean)" in table
     assert report["verdict"] in table and "one seed only" in report["verdict"]
+    # the table names the command that regenerates it
+    assert table.strip().endswith(f"`{shlex.join(['python', '-m', 'longformer_experiments.charlm_ablation', *flags])}`"
+                                  " (from the repository root).")

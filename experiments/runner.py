@@ -1,0 +1,173 @@
+"""What every experiment shares: fairseq commands as subprocesses with their output in a log
+file, the numbers read back from those logs, seed statistics, markdown tables and verdicts.
+
+Seed statistics, one convention for every table: a row's **mean over seeds ± spread**, where the
+spread is **half the range**, (max - min) / 2, reported with min and max. Why not the sample
+standard deviation: the experiments here run one to three seeds, where a standard deviation is
+a poor estimate of anything (two seeds give one degree of freedom), while half the range states
+a plain fact about the seeds that were run: every seed lies within mean ± spread (with two
+seeds, at exactly its ends). It also matches what the verdicts ask: whether every seed of one
+row beats every seed of another (``beats_every_seed``), i.e. whether the rows' ranges are apart.
+"""
+import math
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+PLUGIN = REPO / "fairseq_longformer"  # the --user-dir of every run of the plugin's models
+KJV = REPO / "data" / "kjv"  # the bundled corpus every experiment is built from
+
+TRAIN_DONE = "done training in"  # fairseq_cli.train logs it after the last checkpoint is saved
+LOG_TAIL_LINES = 30  # of a failed command's log, in its error
+
+
+# ----------------------------------------------------------------------------------------------
+# commands
+
+
+class Run:
+    """One command started in the background, stdout and stderr together in ``log``.
+
+    threads: OMP/MKL threads of the child (None: inherit). On a shared two-core machine, two
+    OpenMP threads per fairseq process were 15x slower than one (measured), so the experiments
+    pass 1 unless told otherwise.
+
+    done_marker: text the command prints once its work is saved. fairseq-train sometimes dies
+    at interpreter exit after finishing ("terminate called without an active exception", a C++
+    thread still alive at teardown; seen here): with the marker in the log that is no failure.
+    """
+
+    def __init__(self, name: str, cmd: Sequence[str], log: Path, threads: Optional[int] = None,
+                 env: Optional[Dict[str, str]] = None, done_marker: Optional[str] = None,
+                 cwd: Optional[Path] = REPO):
+        self.name, self.cmd, self.log, self.done_marker = name, list(cmd), Path(log), done_marker
+        child = dict(os.environ if env is None else env)
+        if threads is not None:
+            child["OMP_NUM_THREADS"] = child["MKL_NUM_THREADS"] = str(threads)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(self.log, "w")
+        self.process = subprocess.Popen(self.cmd, stdout=self._handle, stderr=subprocess.STDOUT, env=child,
+                                        cwd=None if cwd is None else str(cwd))
+
+    def finished(self) -> bool:
+        return self.process.poll() is not None
+
+    def wait(self) -> str:
+        """Wait for the command; its log's text. Raises RuntimeError with the log's tail when it
+        failed (a nonzero exit status without the done marker)."""
+        rc = self.process.wait()
+        self._handle.close()
+        text = self.log.read_text(errors="replace")
+        if rc != 0 and not (self.done_marker and self.done_marker in text):
+            tail = "".join(text.splitlines(True)[-LOG_TAIL_LINES:])
+            raise RuntimeError(f"{self.name} failed (exit {rc}): {shlex.join(self.cmd)}\n--- {self.log} ---\n{tail}")
+        return text
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._handle.close()
+
+
+def run(name: str, cmd: Sequence[str], log: Path, **kwargs) -> str:
+    """Run a command to its end (see ``Run``); its log's text."""
+    return Run(name, cmd, log, **kwargs).wait()
+
+
+def command_line(module: str, argv: Sequence[str]) -> str:
+    """The shell command that runs ``python -m module`` with ``argv``: each result table names it."""
+    return shlex.join(["python", "-m", module, *argv])
+
+
+# ----------------------------------------------------------------------------------------------
+# logs
+
+
+EVAL_LM_BITS = re.compile(r"Loss \(base 2\): ([0-9.]+|nan|inf)")
+
+
+def eval_lm_bits(log: str) -> float:
+    """The last "Loss (base 2)" fairseq-eval-lm printed: bits per token (per character for a
+    character dictionary)."""
+    found = EVAL_LM_BITS.findall(log)
+    if not found:
+        raise RuntimeError("no 'Loss (base 2)' in the fairseq-eval-lm log:\n" + log[-3000:])
+    return float(found[-1])
+
+
+def last_valid(log: str, metric: str) -> float:
+    """``metric`` of the last "valid on 'valid' subset" line of a fairseq-train log."""
+    lines = [line for line in log.splitlines() if "valid on 'valid' subset" in line]
+    found = re.search(rf"\| {re.escape(metric)} ([\d.]+)", lines[-1]) if lines else None
+    if found is None:
+        raise RuntimeError(f"no validation {metric} in the training log:\n" + log[-3000:])
+    return float(found.group(1))
+
+
+# ----------------------------------------------------------------------------------------------
+# seeds and verdicts
+
+
+def summarize(values: Sequence[float]) -> Dict[str, float]:
+    """Mean and spread (half the range, see the module's docstring), min and max of one row's
+    values over seeds."""
+    values = list(values)
+    if not values or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"seed values {values}: need at least one, all finite")
+    return {"mean": sum(values) / len(values), "spread": (max(values) - min(values)) / 2,
+            "min": min(values), "max": max(values)}
+
+
+def beats_every_seed(better: Dict, worse: Dict, lower_is_better: bool) -> bool:
+    """Every seed of ``better`` strictly better than every seed of ``worse`` (summaries from
+    ``summarize``): their ranges are apart, on the right side."""
+    return better["max"] < worse["min"] if lower_is_better else better["min"] > worse["max"]
+
+
+def compare(better: Dict, worse: Dict, seeds: int, lower_is_better: bool) -> Dict:
+    """Does ``better`` beat ``worse`` as the paper says? holds: on the mean; gap: by how much
+    (positive when it holds); resolved: whether the two rows' seed ranges are apart (in either
+    direction), None with one seed (nothing to tell a gap from seed noise with)."""
+    gap = worse["mean"] - better["mean"] if lower_is_better else better["mean"] - worse["mean"]
+    apart = beats_every_seed(better, worse, lower_is_better) or beats_every_seed(worse, better, lower_is_better)
+    return {"holds": gap > 0, "gap": gap, "resolved": apart if seeds > 1 else None}
+
+
+def ordering_verdict(checks: Dict[str, Dict], claim: str) -> str:
+    """One sentence on checks from ``compare``: whether the paper's ``claim`` holds here, and
+    whether the gaps stand out from the seed spread."""
+    failed = [name for name, c in checks.items() if not c["holds"]]
+    if failed:
+        head = "The paper's ordering does NOT hold at this scale: not " + ", not ".join(failed)
+    else:
+        head = f"The paper's ordering holds at this scale ({claim})"
+    unresolved = [name for name, c in checks.items() if c["resolved"] is False]
+    if any(c["resolved"] is None for c in checks.values()):
+        tail = "; one seed only, so no spread to tell the gaps from seed noise"
+    elif unresolved:
+        tail = "; within the seed spread (not resolved): " + ", ".join(unresolved)
+    else:
+        tail = "; every gap exceeds the seed spread"
+    return head + tail + "."
+
+
+# ----------------------------------------------------------------------------------------------
+# tables
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> List[str]:
+    """The lines of a markdown table; ``align`` has one letter per column, "l" or "r"."""
+    if len(align) != len(header) or any(len(row) != len(header) for row in rows):
+        raise ValueError(f"a table of {len(header)} columns, align {align!r}, rows of {[len(r) for r in rows]}")
+    lines = ["| " + " | ".join(header) + " |", "|" + "".join("---:|" if a == "r" else "---|" for a in align)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def regenerate_note(module: str, argv: Sequence[str]) -> str:
+    """The line under every result table naming the command that regenerates it."""
+    return f"Regenerate: `{command_line(module, argv)}` (from the repository root)."
