@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Fine-tuning on the bundled corpus, on CPU, in minutes: both tasks of recipes/kjv_tasks.py, a
-# small Longformer trained from scratch (no pretrained model is bundled), compared with trivial
+# Fine-tuning on the bundled corpus, on CPU, in minutes: both tasks of experiments/finetune_kjv/,
+# a small Longformer trained from scratch (no pretrained model is bundled), compared with trivial
 # baselines.
 #
 #   bash recipes/finetune_kjv.sh            # both tasks
 #   TASKS=qa bash recipes/finetune_kjv.sh   # one
 #
-# 1. recipes/kjv_tasks.py         JSON lines: classification (6 parts of the Bible, 1,073 train /
+# 1. finetune_kjv data            JSON lines: classification (6 parts of the Bible, 1,073 train /
 #                                 116 valid chapters of about 900 tokens) and QA ("which word
 #                                 comes right after NAME in this passage?", 4,415 train / 504
 #                                 valid passages of 150 words, about 215 tokens), baselines.json
+#                                 (python -m longformer_experiments.finetune_kjv)
 # 2. longformer-prepare-task      sentencepiece (2,000 pieces) trained on the classification
 #                                 train texts; QA reuses it and its dictionary
 # 3. recipes/finetune.sh          2 layers x 128, from scratch, lr warmup then linear decay;
@@ -56,7 +57,7 @@ prepare() {
     rm -rf "$WORK/checkpoints/$kind"  # trained on the old data: start again, not resume
   fi
 }
-python recipes/kjv_tasks.py "$WORK/json"
+python -m longformer_experiments.finetune_kjv "$WORK/json"
 prepare classification --train-sentencepiece 2000
 prepare qa --sentencepiece-model "$WORK/data/classification/spm.model" \
   --srcdict "$WORK/data/classification/input0/dict.txt"

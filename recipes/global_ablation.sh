@@ -2,12 +2,12 @@
 # The paper's WikiHop ablation of global attention (Table 10), in small, on CPU: a long-document
 # classification built from the bundled corpus whose label sits beyond the receptive field of
 # <s> (layers x window), four models x SEEDS trained from scratch, the table printed and saved.
-# recipes/global_ablation.py has the task, the rows and the check.
+# experiments/global_ablation/ has the task, the rows and the check.
 #
 #   bash recipes/global_ablation.sh                       # 12 trainings one after another (64 min measured at load ~15)
 #   SEEDS=1 UPDATES=100 bash recipes/global_ablation.sh   # faster, one seed
 #
-# Environment (unset: global_ablation.py's default, shown here):
+# Environment (unset: the experiment's default, shown here):
 #   OUT=work/global_ablation   ablation.md, ablation.json, logs/, data/ (reused while unchanged)
 #   SEEDS=1,2,3                ROWS=all four ("global", "global (shared Q/K/V)", "no global", "RoBERTa-length")
 #   UPDATES=200  BATCH_SIZE=16  LR=1e-3
@@ -15,7 +15,7 @@
 #   LONG=1024  SHORT=256       input tokens of the long models / of the RoBERTa-length row
 #   DOC_WORDS=300  NEEDLES=3  TRAIN_EXAMPLES=3200  VALID_EXAMPLES=400  VOCAB=2000
 #   THREADS=1                  torch threads per training (runs go one after another)
-# Extra arguments go to global_ablation.py last. Exit status 1 when "no global" is not below
+# Extra arguments go to python -m longformer_experiments.global_ablation last. Exit status 1 when "no global" is not below
 # every other row on every seed.
 set -euo pipefail
 
@@ -29,4 +29,4 @@ ARGS=()
 source "$REPO/recipes/env_flags.sh"
 flags_from_env OUT SEEDS ROWS UPDATES BATCH_SIZE LR LAYERS DIM HEADS WINDOW LONG SHORT DOC_WORDS \
   TRAIN_EXAMPLES VALID_EXAMPLES VOCAB NEEDLES
-exec python recipes/global_ablation.py "${ARGS[@]}" "$@"
+exec python -m longformer_experiments.global_ablation "${ARGS[@]}" "$@"

@@ -6,9 +6,9 @@
 #
 #   bash recipes/led_demo.sh                # everything under work/led_demo
 #
-# 1. recipes/led_demo.py build   the task (see its docstring for why this one): a passage of a
-#                                book, 2-3 x POSITIONS sentencepiece tokens -> its closing
-#                                sentence; books split into train / valid / test; the denoising
+# 1. led_demo build             the task (python -m longformer_experiments.led_demo build; its
+#                                docstring says why this one): a passage of a book, 2-3 x
+#                                POSITIONS sentencepiece tokens -> its closing sentence; books split into train / valid / test; the denoising
 #                                corpus (train books, one sentence per line)
 # 2. fairseq-preprocess          binaries; one dictionary for the BART and both fine-tunings
 # 3. fairseq-train --task denoising --arch bart_base, small sizes, POSITIONS positions (stock
@@ -18,9 +18,9 @@
 # 4. fairseq-train --task translation, twice, same settings and updates:
 #                                LED on whole sources; the BART (stock bart_base) with
 #                                --truncate-source --max-source-positions POSITIONS
-# 5. fairseq-generate (beam BEAM) on test, then recipes/led_demo.py score: ROUGE-1/2/L F1
-#                                (rouge-score) of the lead baseline, the BART and the LED ->
-#                                $WORK/results.md and results.json
+# 5. fairseq-generate (beam BEAM) on test, then led_demo score: ROUGE-1/2/L F1 (rouge-score) of
+#                                the lead baseline, the BART and the LED -> $WORK/results.md and
+#                                results.json
 # A finished step is skipped on a re-run (data, binaries, pretraining, fine-tunings; conversion,
 # generation and scoring run again): delete $WORK to start over.
 #
@@ -75,7 +75,7 @@ python -c "import rouge_score" 2>/dev/null || { echo "rouge-score is missing: ru
 
 step "1. the task: passages of 2-3 x $POSITIONS tokens -> their closing sentence ($DATA)"
 if [[ ! -f "$DATA/stats.json" ]]; then
-  python recipes/led_demo.py build "$WORK" --positions "$POSITIONS" --max-train "${MAX_TRAIN:-0}" \
+  python -m longformer_experiments.led_demo build "$WORK" --positions "$POSITIONS" --max-train "${MAX_TRAIN:-0}" \
     --max-eval "${MAX_EVAL:-0}"
 else
   cat "$DATA/stats.json"
@@ -148,6 +148,7 @@ for name in led bart_truncated; do
     --batch-size 8 --beam "$BEAM" --max-len-b 60 --cpu --num-workers 0 > "$WORK/generate_$name.log" 2>&1
   grep -E "^Generate test" "$WORK/generate_$name.log" || true
 done
-python recipes/led_demo.py score "$WORK" --system "BART, sources cut to $POSITIONS=$WORK/generate_bart_truncated.log" \
-  --system "LED, whole sources=$WORK/generate_led.log"
+python -m longformer_experiments.led_demo score "$WORK" --system "BART, sources cut to $POSITIONS=$WORK/generate_bart_truncated.log" \
+  --system "LED, whole sources=$WORK/generate_led.log" \
+  --regenerate "WORK=$WORK POSITIONS=$POSITIONS WINDOW=$WINDOW PRETRAIN_UPDATES=$PRETRAIN_UPDATES FINETUNE_UPDATES=$FINETUNE_UPDATES BEAM=$BEAM MAX_TRAIN=${MAX_TRAIN:-0} MAX_EVAL=${MAX_EVAL:-0} bash recipes/led_demo.sh"
 echo "demo: $((SECONDS - demo_start)) s; results in $WORK/results.md"

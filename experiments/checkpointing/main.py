@@ -1,23 +1,4 @@
-#!/usr/bin/env python
-"""Peak memory of one masked-LM forward + backward, with and without activation checkpointing.
-
-Builds a Longformer through fairseq's builders (the model ``fairseq-train --arch
-longformer_base`` trains: same classes, same attention), runs one forward + backward over
-``--batch`` sequences of ``--tokens`` tokens, and reports the peak resident memory (RSS) of a
-fresh process per setting, so the two numbers do not share an allocator history.
-
-    python recipes/measure_checkpointing.py                          # longformer_base, 4,096 tokens
-    python recipes/measure_checkpointing.py --arch longformer_large
-    python recipes/measure_checkpointing.py --layers 4 --tokens 1024 # quicker, smaller
-
-On CPU this measures host memory; activations dominate the difference, and the difference is
-what activation checkpointing saves on a GPU as well (there measured with
-torch.cuda.max_memory_allocated, which this script prints when it runs on CUDA).
-
-``--checkpoint-activations`` goes through fairseq's own parser, as in fairseq-train: fairseq's
-RoBERTa ``add_args`` does not declare it, the longformer model's ``add_args`` does (see
-recipes/README.md).
-"""
+"""The measurement, each setting in a fresh process; see the package's docstring."""
 import argparse
 import json
 import os
@@ -25,6 +6,10 @@ import resource
 import subprocess
 import sys
 import time
+
+import longformer_experiments.checkpointing as package
+
+MODULE = "longformer_experiments.checkpointing"
 
 VOCAB = 50265  # RoBERTa's dictionary (GPT-2 BPE)
 
@@ -112,7 +97,7 @@ def measure_one(opts) -> dict:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="longformer_base", choices=["longformer_base", "longformer_large"])
     parser.add_argument("--layers", type=int, default=0, help="override the number of layers (0: the arch's)")
     parser.add_argument("--tokens", type=int, default=4096)
@@ -130,7 +115,7 @@ def main(argv=None):
 
     results = []
     for ckpt in (False, True):
-        cmd = [sys.executable, os.path.abspath(__file__), "--one", "--arch", opts.arch,
+        cmd = [sys.executable, "-m", MODULE, "--one", "--arch", opts.arch,
                "--layers", str(opts.layers), "--tokens", str(opts.tokens), "--batch", str(opts.batch),
                "--window", str(opts.window), "--threads", str(opts.threads)]
         cmd += ["--cpu"] if opts.cpu else []
@@ -147,6 +132,3 @@ def main(argv=None):
     print(f"  peak RSS: {plain['peak_rss_MiB']} vs {ckpt['peak_rss_MiB']} MiB; "
           f"time: {plain['seconds']} s vs {ckpt['seconds']} s; loss {plain['loss']} vs {ckpt['loss']}")
 
-
-if __name__ == "__main__":
-    main()

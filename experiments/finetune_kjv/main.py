@@ -1,43 +1,14 @@
-"""Two small fine-tuning data sets from the bundled King James Bible (data/kjv), as JSON lines
-for ``longformer-prepare-task``; chapters go to train or valid by a seeded hash of their title
-(about 10% valid), so no valid passage comes from a train chapter.
-
-  classification: {"text": chapter, "label": the part of the Bible it is from} with six labels
-                  (law, history, wisdom, prophets, gospels_acts, letters) by book number; a
-                  chapter is about 900 tokens.
-  qa:             "Which word comes right after NAME in this passage?"
-                  {"question": NAME, "context": a passage of --passage-words words of a chapter,
-                   "answers": [the word after NAME there, and its offset]}. NAME is one of the
-                  corpus's --cue-names most frequent proper names (capitalised words never seen
-                  in lower case: Moses, Egypt, Jerusalem), once in the passage; the passage names
-                  at least one other of them, so the first name met is not the answer's cue; the
-                  answer is a word of three letters or more outside the --common-words most
-                  frequent ones. Up to --questions-per-passage per passage, passages a third of a
-                  passage apart.
-
-Why this QA task (measured with a 2-layer, 128-wide model trained from scratch on CPU): the
-question tokens are global, so each passage token can compare itself with NAME; the answer is the
-next word, so reading it needs only the neighbouring tokens. An earlier version (the word after a
-four-word cue anywhere in a whole chapter) was not learnt in 300 updates, nor was a version whose
-cue could be any word seen once in the chapter: matching an open vocabulary of cues from scratch
-takes far longer than a closed set of names.
-
-Baselines, printed for valid and written to baselines.json (exact match, %):
-  qa_most_common_answer_em             the train answer seen most often
-  qa_most_common_answer_in_context_em  the most frequent train answer that is in the passage
-  qa_cue_bigram_em                     knows NAME, does not read: NAME's most frequent follower in
-                                       the train chapters among the passage's words
-  qa_word_after_first_name_em          reads, ignores the question: the word after the passage's
-                                       first name from the cue list
-
-Usage: python recipes/kjv_tasks.py OUT_DIR [--kjv data/kjv] [--passage-words 150] [--cue-names 100]
-"""
+"""The two tasks and their baselines; see the package's docstring."""
 import argparse
 import collections
 import hashlib
 import json
 import re
 from pathlib import Path
+
+import longformer_experiments.finetune_kjv as package
+from longformer_experiments.kjv import chapters, split_of
+from longformer_experiments.runner import KJV
 
 PARTS = ((5, "law"), (17, "history"), (22, "wisdom"), (39, "prophets"), (44, "gospels_acts"), (66, "letters"))
 WORD = re.compile(r"\S+")
@@ -46,18 +17,6 @@ PUNCTUATION = ",.;:?!'\"()"
 
 def part_of(book_number: int) -> str:
     return next(name for last, name in PARTS if book_number <= last)
-
-
-def chapters(kjv: Path):
-    for path in sorted(kjv.glob("[0-9][0-9]-*.txt")):
-        book = int(path.name[:2])
-        blocks = [b.strip() for b in path.read_text(encoding="utf-8").split("\n\n") if b.strip()]
-        for title, text in zip(blocks[::2], blocks[1::2]):
-            yield book, title, " ".join(text.split())
-
-
-def split_of(title: str, seed: int) -> str:
-    return "valid" if int(hashlib.sha256(f"{seed}:{title}".encode()).hexdigest(), 16) % 10 == 0 else "train"
 
 
 def words_of(text: str):
@@ -112,16 +71,17 @@ def most_common_in(words: set, counts: collections.Counter) -> str:
     return max((a for a in counts if a in words), key=lambda a: counts[a], default="")
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m longformer_experiments.finetune_kjv", description=package.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", type=Path)
-    p.add_argument("--kjv", type=Path, default=Path(__file__).resolve().parent.parent / "data" / "kjv")
+    p.add_argument("--kjv", type=Path, default=KJV)
     p.add_argument("--passage-words", type=int, default=150, help="words of a QA context")
     p.add_argument("--questions-per-passage", type=int, default=2)
     p.add_argument("--cue-names", type=int, default=100, help="the most frequent proper names, the QA cues")
     p.add_argument("--common-words", type=int, default=50, help="the corpus's most frequent words, never an answer")
     p.add_argument("--seed", type=int, default=1)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     all_chapters = list(chapters(a.kjv))
     if not all_chapters:
@@ -186,6 +146,3 @@ def main():
     print(json.dumps({"examples": {k: sum(v.values()) for k, v in labels.items()},
                       "qa_examples": {k: len(v) for k, v in qa.items()}, "qa_cue_names": len(cues), **baselines}, indent=2))
 
-
-if __name__ == "__main__":
-    main()

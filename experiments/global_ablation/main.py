@@ -1,57 +1,19 @@
-#!/usr/bin/env python
-"""The paper's WikiHop ablation of global attention (Beltagy et al. 2020, Table 10), in small,
-on CPU: does <s> need global attention to classify a document by what lies far from it?
-
-The paper (WikiHop dev accuracy, differences to Longformer): global attention through the local
-Q, K, V instead of its own projections -1.6; no global attention (nor projections) -8.3, below
-RoBERTa-base reading only its 512 tokens. Without global attention the model is clearly worst.
-
-The task (``build_examples``), from the bundled corpus: a document is up to ``--doc-words`` words
-of consecutive KJV sentences that name none of ``NAMES`` (about 500 tokens at 300 words), with
-``--needles`` corpus sentences inserted that each name the same one of them; the label is that
-name (four balanced classes, chance 25%). Every needle starts at word ``--min-word`` or later
-(uniformly over the sentence boundaries there), by default the receptive field of <s> without
-global attention: with L layers and a one-sided window w, <s> sees tokens 0 .. L x w after L
-layers (``receptive_field``), and word i is token i + 1 or later (<s> first, each word at least
-one token). The rest of the document says nothing about the label: without global attention <s>
-cannot do better than chance, by construction; the table shows that the implementation does
-keep it so, and that with global attention <s> learns to read the whole document. Train and
-valid documents come from different chapters (kjv_tasks.split_of), needles too.
-
-Rows, each trained from scratch for ``--updates`` updates with each seed, scored on valid after
-the last update (no best-of selection):
-  global                 --global-attention task: <s> global, with its own Q_g, K_g, V_g
-  global (shared Q/K/V)  --no-global-projections: <s> global through the local Q, K, V
-  no global              --global-attention none: local attention only
-  RoBERTa-length         the input cut to --short tokens (256: about half a document) with full
-                         attention over them (window = --short), no global token: it sees the
-                         label only in documents with a needle inside its input
-
-Check (exit status 1 when it fails): every seed of "no global" is below every seed of every other
-row. "global (shared Q/K/V)" against "global" is reported, not checked (the paper: -1.6).
-
-Output: OUT/ablation.md and OUT/ablation.json (the table, per-seed accuracies, runtimes), logs
-under OUT/logs, data under OUT/json and OUT/data (binaries reused while the JSON lines are the
-same). ``recipes/global_ablation.sh`` runs it with environment-variable settings.
-"""
+"""The global-attention ablation's runs, table and check; see the package's docstring."""
 import argparse
 import json
 import os
 import random
-import re
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kjv_tasks import chapters, split_of  # noqa: E402
+import longformer_experiments.global_ablation as package
+from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
+from longformer_experiments.runner import (KJV, REPO, beats_every_seed, last_valid, markdown_table, regenerate_note,
+                                           run, summarize)
 
-NAMES = ("Moses", "David", "Jesus", "Jacob")
-SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
-NEEDLE_MAX_WORDS = 40
+MODULE = "longformer_experiments.global_ablation"
 ROWS = {  # name: environment for recipes/finetune.sh ({short}: --short)
     "global": {"GLOBAL_ATTENTION": "task"},
     "global (shared Q/K/V)": {"GLOBAL_ATTENTION": "task", "NO_GLOBAL_PROJECTIONS": "1"},
@@ -59,88 +21,6 @@ ROWS = {  # name: environment for recipes/finetune.sh ({short}: --short)
     "RoBERTa-length": {"GLOBAL_ATTENTION": "none", "MAX_POSITIONS": "{short}", "ATTENTION_WINDOW": "{short}"},
 }
 NO_GLOBAL = "no global"
-
-
-def receptive_field(layers: int, window: int) -> int:
-    """The last token position that <s> (position 0) can see after ``layers`` layers of one-sided
-    window ``window`` without global attention."""
-    return layers * window
-
-
-def names_in(sentence: str, names) -> set:
-    return {n for n in names if re.search(rf"\b{n}\b", sentence)}
-
-
-def corpus_pools(kjv: Path, names, seed: int) -> dict:
-    """Per split: ``hay``, the chapters as lists of sentences naming none of ``names`` (in order),
-    and ``needles``, per name the sentences of at most NEEDLE_MAX_WORDS words naming only it.
-    Chapters go to train or valid as in kjv_tasks.py (a seeded hash of the title)."""
-    pools = {split: {"hay": [], "needles": {n: [] for n in names}} for split in ("train", "valid")}
-    for _, title, text in chapters(kjv):
-        pool = pools[split_of(title, seed)]
-        hay = []
-        for sentence in SENTENCE_END.split(text):
-            found = names_in(sentence, names)
-            if not found:
-                hay.append(sentence)
-            elif len(found) == 1 and len(sentence.split()) <= NEEDLE_MAX_WORDS:
-                pool["needles"][found.pop()].append(sentence)
-        if hay:
-            pool["hay"].append(hay)
-    for split, pool in pools.items():
-        empty = [n for n, s in pool["needles"].items() if not s]
-        if empty or not pool["hay"]:
-            raise SystemExit(f"{split}: no sentence naming {empty} (or no other sentence) under {kjv}")
-    return pools
-
-
-def running_sentences(hay, chapter: int, start: int):
-    """The haystack sentences from sentence ``start`` of ``chapter`` on, running into the next
-    chapters (wrapping around)."""
-    for k in range(len(hay)):
-        yield from hay[(chapter + k) % len(hay)][start if k == 0 else 0:]
-
-
-def build_examples(pool: dict, count: int, doc_words: int, min_word: int, needles: int, rng: random.Random):
-    """``count`` examples {"text", "label", "needle_words", "name_words"} with balanced labels:
-    consecutive haystack sentences from a random place, as many as fit in ``doc_words`` words,
-    and ``needles`` different sentences naming the label inserted at different sentence
-    boundaries at word ``min_word`` or later (uniformly over those boundaries);
-    ``needle_words``/``name_words`` are the word indices (in the text) of each needle's first
-    word and of the word holding the name."""
-    if doc_words <= min_word:
-        raise ValueError(f"--doc-words {doc_words} must be more than the first allowed needle word {min_word}")
-    names = sorted(pool["needles"])
-    hay = pool["hay"]
-    examples = []
-    for i in range(count):
-        label = names[i % len(names)]
-        boundaries = []
-        while len(boundaries) < needles:  # a start whose sentences leave room past min_word
-            chapter = rng.randrange(len(hay))
-            sentences, words = [], 0
-            for sentence in running_sentences(hay, chapter, rng.randrange(len(hay[chapter]))):
-                if words + len(sentence.split()) > doc_words:
-                    break
-                sentences.append(sentence)
-                words += len(sentence.split())
-            offsets = [sum(len(x.split()) for x in sentences[:j]) for j in range(len(sentences) + 1)]
-            boundaries = [j for j, offset in enumerate(offsets) if offset >= min_word]
-        chosen = sorted(rng.sample(boundaries, needles))
-        text, needle_words, name_words = [], [], []
-        for j, sentence in enumerate(sentences + [None]):
-            if j in chosen:
-                needle = rng.choice(pool["needles"][label])
-                at = sum(len(x.split()) for x in text)
-                needle_words.append(at)
-                name_words.append(at + next(k for k, w in enumerate(needle.split()) if names_in(w, (label,))))
-                text.append(needle)
-            if sentence is not None:
-                text.append(sentence)
-        examples.append({"text": " ".join(text), "label": label, "needle_words": needle_words,
-                         "name_words": name_words})
-    rng.shuffle(examples)
-    return examples
 
 
 def build(a) -> Path:
@@ -168,15 +48,8 @@ def build(a) -> Path:
     return data
 
 
-def last_valid_accuracy(log: str) -> float:
-    lines = [line for line in log.splitlines() if "valid on 'valid' subset" in line]
-    found = re.search(r"\| accuracy ([\d.]+)", lines[-1]) if lines else None
-    if found is None:
-        raise RuntimeError("no validation accuracy in the training log:\n" + log[-3000:])
-    return float(found.group(1))
-
-
 def train(a, data: Path, row: str, seed: int) -> dict:
+    """One row and seed through recipes/finetune.sh; its valid accuracy after the last update."""
     env = {**os.environ, "DATA": str(data), "SEED": str(seed), "CPU": "1", "ARCH": "longformer_base",
            "MAX_POSITIONS": str(a.long), "ATTENTION_WINDOW": str(a.window), "LR": str(a.lr),
            "BATCH_SIZE": str(a.batch_size), "MAX_EPOCH": "1000", "SAVE_DIR": str(a.out / "checkpoints"),
@@ -187,33 +60,30 @@ def train(a, data: Path, row: str, seed: int) -> dict:
     # validation only once, after the last update (--validate-interval in epochs never comes)
     extra = ["--max-update", str(a.updates), "--total-num-update", str(a.updates),
              "--warmup-updates", str(max(1, a.updates // 10)), "--no-save", "--validate-interval", "100000"]
-    started = time.time()
-    done = subprocess.run(["bash", str(REPO / "recipes" / "finetune.sh"), "classification", *extra], env=env,
-                          capture_output=True, text=True)
-    seconds = time.time() - started
     log = a.out / "logs" / f"{row.replace(' ', '_').replace(',', '').replace('/', '')}.seed{seed}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(done.stdout + done.stderr)
-    if done.returncode != 0:
-        raise RuntimeError(f"{row} seed {seed} failed (exit {done.returncode}), log {log}:\n{done.stderr[-3000:]}")
-    return {"accuracy": last_valid_accuracy(done.stdout + done.stderr), "seconds": round(seconds, 1)}
+    started = time.time()
+    # the threads are the caller's (global_ablation.sh exports OMP_NUM_THREADS), and so is the
+    # folder relative paths in the settings resolve against
+    text = run(f"{row} seed {seed}", ["bash", str(REPO / "recipes" / "finetune.sh"), "classification", *extra],
+               log, env=env, cwd=None)
+    return {"accuracy": last_valid(text, "accuracy"), "seconds": round(time.time() - started, 1)}
 
 
-def summarize(results: dict) -> dict:
-    """Per row: accuracies by seed, mean, sample standard deviation, min, max."""
+def summarize_rows(results: dict) -> dict:
+    """Per row: accuracies by seed, and mean, spread, min, max over them (``runner.summarize``)."""
     table = {}
     for row, by_seed in results.items():
-        acc = [r["accuracy"] for r in by_seed.values()]
-        table[row] = {"seeds": {s: r["accuracy"] for s, r in by_seed.items()}, "mean": round(statistics.mean(acc), 2),
-                      "std": round(statistics.stdev(acc), 2) if len(acc) > 1 else 0.0,
-                      "min": min(acc), "max": max(acc), "seconds": round(sum(r["seconds"] for r in by_seed.values()), 1)}
+        table[row] = {"seeds": {s: r["accuracy"] for s, r in by_seed.items()},
+                      **summarize([r["accuracy"] for r in by_seed.values()]),
+                      "seconds": round(sum(r["seconds"] for r in by_seed.values()), 1)}
     return table
 
 
 def no_global_clearly_worst(table: dict) -> bool:
     """Every seed of "no global" below every seed of every other row (non-overlapping ranges)."""
-    others = [t["min"] for row, t in table.items() if row != NO_GLOBAL]
-    return NO_GLOBAL in table and bool(others) and table[NO_GLOBAL]["max"] < min(others)
+    others = [t for row, t in table.items() if row != NO_GLOBAL]
+    return NO_GLOBAL in table and bool(others) and all(
+        beats_every_seed(t, table[NO_GLOBAL], lower_is_better=False) for t in others)
 
 
 def projections_verdict(table: dict) -> str:
@@ -222,34 +92,40 @@ def projections_verdict(table: dict) -> str:
     if shared is None or own is None:
         return "not run"
     diff = shared["mean"] - own["mean"]
-    overlap = shared["min"] <= own["max"] and own["min"] <= shared["max"]
-    where = "the seed ranges overlap: no difference at this scale" if overlap else \
-        ("below" if diff < 0 else "above") + " \"global\" on every seed"
+    if beats_every_seed(own, shared, lower_is_better=False):
+        where = "below \"global\" on every seed"
+    elif beats_every_seed(shared, own, lower_is_better=False):
+        where = "above \"global\" on every seed"
+    else:
+        where = "the seed ranges overlap: no difference at this scale"
     return f"{diff:+.2f} points (paper: -1.6); {where}"
 
 
 def markdown(table: dict, a, chance: float, verdict: bool) -> str:
+    """The settings, one line per row (each seed, mean ± spread, min-max, seconds) and the check."""
     seeds = sorted({s for t in table.values() for s in t["seeds"]}, key=int)
+    rows = []
+    for row, t in table.items():
+        label = f"{row} ({a.short} tokens)" if row == "RoBERTa-length" else row
+        rows.append([label, *(f"{t['seeds'][s]:.2f}" if s in t["seeds"] else "" for s in seeds),
+                     f"{t['mean']:.2f} ± {t['spread']:.2f}", f"{t['min']:.2f}-{t['max']:.2f}", f"{t['seconds']:.0f}"])
     lines = [f"Global-attention ablation: {len(NAMES)}-way needle classification, documents of {a.doc_words} words "
              f"(<= {a.long} tokens), needle at word >= {a.min_word}; {a.layers} layers x {a.dim}, window {a.window} "
              f"(<s> sees {receptive_field(a.layers, a.window)} tokens without global attention), {a.updates} updates "
-             f"of {a.batch_size}; valid accuracy (%) after the last update, chance {chance:.1f}.", "",
-             "| model | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± std | min-max | seconds |",
-             "|---|" + "---:|" * (len(seeds) + 3)]
-    for row, t in table.items():
-        label = f"{row} ({a.short} tokens)" if row == "RoBERTa-length" else row
-        cells = [f"{t['seeds'][s]:.2f}" if s in t["seeds"] else "" for s in seeds]
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {t['mean']:.2f} ± {t['std']:.2f} "
-                     f"| {t['min']:.2f}-{t['max']:.2f} | {t['seconds']:.0f} |")
+             f"of {a.batch_size}; valid accuracy (%) after the last update, chance {chance:.1f}; "
+             "spread = half the range over seeds.", ""]
+    lines += markdown_table(["model", *(f"seed {s}" for s in seeds), "mean ± spread", "min-max", "seconds"], rows,
+                            "l" + "r" * (len(seeds) + 3))
     lines += ["", f"no global clearly worst (each of its seeds below every other seed): {'yes' if verdict else 'NO'}",
               f"global (shared Q/K/V) against global: {projections_verdict(table)}"]
     return "\n".join(lines) + "\n"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=REPO / "work" / "global_ablation")
-    p.add_argument("--kjv", type=Path, default=REPO / "data" / "kjv")
+    p.add_argument("--kjv", type=Path, default=KJV)
     p.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
     p.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows to run: " + ", ".join(ROWS))
     p.add_argument("--updates", type=int, default=200)
@@ -284,6 +160,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     a = parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -300,12 +177,12 @@ def main(argv=None) -> int:
             results[row][seed] = train(a, data, row, int(seed))
             print(f"{row:22s} seed {seed}: accuracy {results[row][seed]['accuracy']:6.2f} "
                   f"({results[row][seed]['seconds']:.0f} s)", flush=True)
-    table = summarize(results)
+    table = summarize_rows(results)
     verdict = no_global_clearly_worst(table)
     chance = 100.0 / len(NAMES)
     text = markdown(table, a, chance, verdict)
     total = round(time.time() - started)
-    text += f"total {total} s\n"
+    text += f"total {total} s\n\n{regenerate_note(MODULE, argv)}\n"
     print(text, end="")
     (a.out / "ablation.md").write_text(text)
     (a.out / "ablation.json").write_text(json.dumps({
@@ -317,6 +194,3 @@ def main(argv=None) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

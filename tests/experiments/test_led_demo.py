@@ -1,18 +1,17 @@
-"""recipes/led_demo.py / led_demo.sh: the task puts the target where neither the lead baseline nor
-a BART that sees only its own positions can find it, the books of the splits do not overlap, and
-the demo runs end to end in a tiny setting (a results table with finite scores)."""
+"""longformer_experiments.led_demo and recipes/led_demo.sh: the task puts the target where neither
+the lead baseline nor a BART that sees only its own positions can find it, the books of the splits
+do not overlap, and the demo runs end to end in a tiny setting (a results table with finite
+scores that names the command that made it)."""
 import json
 import math
 import os
 import subprocess
-import sys
 
 import pytest
 
+from longformer_experiments.led_demo import main as led_demo
+from longformer_experiments.led_demo import score, task
 from tests.conftest import REPO
-
-sys.path.insert(0, str(REPO / "recipes"))
-import led_demo  # noqa: E402
 
 POSITIONS = 128
 
@@ -38,8 +37,8 @@ def test_target_is_the_closing_sentence_beyond_the_positions(built):
         assert len(sources) == len(targets) == len(examples)
         for example, source, target in zip(examples, sources, targets):
             assert example["source"].endswith(example["target"])
-            assert led_demo.sentences_of(example["source"])[-1] == example["target"]
-            low, high = led_demo.TARGET_WORDS
+            assert task.sentences_of(example["source"])[-1] == example["target"]
+            low, high = task.TARGET_WORDS
             assert low <= len(example["target"].split()) <= high
             pieces, tail = source.split(), target.split()
             assert pieces[-len(tail):] == tail  # the pieces files say the same
@@ -60,11 +59,11 @@ def test_splits_share_no_book(built):
 def test_lead_baseline_scores_low_by_construction(built):
     _, rows = built
     examples = rows["test"]
-    lead = led_demo.rouge([led_demo.lead(e["source"]) for e in examples], [e["target"] for e in examples])
-    oracle = led_demo.rouge([e["target"] for e in examples], [e["target"] for e in examples])
+    lead = score.rouge([score.lead(e["source"]) for e in examples], [e["target"] for e in examples])
+    oracle = score.rouge([e["target"] for e in examples], [e["target"] for e in examples])
     assert oracle["rougeL"] == 100.0
     assert lead["rougeL"] < 30, lead  # only the corpus's common words in common
-    assert all(led_demo.lead(e["source"]) != e["target"] for e in examples)
+    assert all(score.lead(e["source"]) != e["target"] for e in examples)
 
 
 def test_demo_runs_end_to_end_tiny(tmp_path):
@@ -87,3 +86,4 @@ def test_demo_runs_end_to_end_tiny(tmp_path):
     assert systems["BART, sources cut to 64"]["missing"] == 0
     table = (tmp_path / "demo" / "results.md").read_text()
     assert "| LED, whole sources |" in table and "| lead (first sentence) |" in table
+    assert "POSITIONS=64 " in table.splitlines()[-1] and "bash recipes/led_demo.sh`" in table  # how to remake it

@@ -1,6 +1,6 @@
 """Fixtures of the fine-tuning tests: small classification and QA data sets made from the
-bundled KJV by recipes/kjv_tasks.py and binarized by longformer-prepare-task, and the tiny
-model's flags for the two tasks."""
+bundled KJV by longformer_experiments.finetune_kjv and binarized by longformer-prepare-task, and
+the tiny model's flags for the two tasks."""
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +32,7 @@ def prepare(kind: str, out: Path, train: Path, valid: Path, *tokenizer: str) -> 
 def kjv_jsonl(tmp_path_factory) -> Path:
     """classification.{train,valid}.jsonl and qa.{train,valid}.jsonl, a few chapters each."""
     full = tmp_path_factory.mktemp("kjv_jsonl_full")
-    subprocess.run([PYTHON, str(REPO / "recipes" / "kjv_tasks.py"), str(full)], check=True, capture_output=True)
+    subprocess.run([PYTHON, "-m", "longformer_experiments.finetune_kjv", str(full)], check=True, capture_output=True)
     out = tmp_path_factory.mktemp("kjv_jsonl")
     for kind in ("classification", "qa"):
         for split, n in (("train", TRAIN_EXAMPLES), ("valid", VALID_EXAMPLES)):

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, TINY_MODEL_ARGS
+from tests.conftest import TINY_MODEL_ARGS
 from training_helpers import dry_run, launcher_flag, recipe, split_command, subprocess_env, train_inner
 
 TOKENS_PER_UPDATE = 2**18
@@ -164,59 +164,3 @@ def test_single_node_recipe_trains_then_resumes_with_the_same_command(kjv_data_b
     assert "resuming from" in log and "loading pretrained model" not in log
     assert re.search(r"Loaded checkpoint \S+/save/checkpoint_last\.pt \(epoch 1 @ 2 updates\)", log)
     assert sorted(train_inner(log)) == [3, 4]
-
-
-# ----------------------------------------------------------------------------------------------
-# recipes/table5_small.sh -> recipes/table5_small.py (the paper's Table 5 in small)
-
-
-TABLE5 = REPO / "recipes" / "table5_small.sh"
-
-
-def _table5_module():
-    import importlib.util
-
-    path = REPO / "recipes" / "table5_small.py"
-    spec = importlib.util.spec_from_file_location("table5_small", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_table5_recipe_passes_its_settings_and_stops_on_bad_ones(tmp_path):
-    """The shell recipe reaches the script with the environment as flags; a bad combination stops
-    before anything is written (the run itself takes 15-25 minutes: not run here)."""
-    out = tmp_path / "t5"
-    env = dict(subprocess_env(), OUT=str(out), LENGTH="30", BATCH_TOKENS="1000")
-    done = subprocess.run(["bash", str(TABLE5)], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode != 0
-    assert "--batch-tokens 1000 must be a multiple of 4L = 120" in done.stderr
-    assert not out.exists()
-    helped = subprocess.run(["bash", str(TABLE5), "--help"], capture_output=True, text=True,
-                            timeout=120)
-    assert helped.returncode == 0 and "--roberta-updates" in helped.stdout
-
-
-def _bpc(bpc, without=None):
-    return {"bpc": bpc, "bpc_without_tile_starts": bpc if without is None else without, "tile_start_bpc": None,
-            "masked_tokens": 100, "tile_start_tokens": 3}
-
-
-def test_table5_shape_checks_decide_the_exit_status():
-    t5 = _table5_module()
-    # the paper's shape (its Table 5, base): copy near RoBERTa, random far; more updates help
-    paper = {key: _bpc(value) for key, value in t5.PAPER.items()}
-    checks = t5.shape_checks(paper)
-    assert all(checks[name] for name in t5.REQUIRED_CHECKS), checks
-    # a copy no better than random initialisation fails the table
-    broken = dict(paper, copy=_bpc(11.0))  # further from RoBERTa (1.846) than random (10.299)
-    checks = t5.shape_checks(broken)
-    assert not checks["copy_closer_than_random"] and not checks["copy_far_closer_than_random_without_tile_starts"]
-    # continued pretraining that does not improve on the copy fails it too
-    stalled = dict(paper, short=_bpc(2.0), long=_bpc(2.0))
-    checks = t5.shape_checks(stalled)
-    assert not checks["short_better_than_copy"] and not checks["long_better_than_copy"]
-    args = t5.build_parser().parse_args([])
-    table = t5.markdown(paper, args)
-    assert table.count("\n| ") == len(t5.ROWS) and "| 1.846 |" in table  # one line per row after the header

@@ -1,0 +1,3 @@
+from longformer_experiments.checkpointing.main import main
+
+main()

@@ -1,0 +1,3 @@
+from longformer_experiments.finetune_kjv.main import main
+
+main()

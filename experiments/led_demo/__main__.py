@@ -1,0 +1,3 @@
+from longformer_experiments.led_demo.main import main
+
+main()
