@@ -1,6 +1,7 @@
 """The paper's experiments in small, on the bundled corpus: one subpackage per table or demo,
-each run as ``python -m longformer_experiments.<name>`` (``recipes/<name>.sh`` wraps it with
-environment-variable settings); their result tables are in ``docs/results/``.
+each run as ``python -m longformer_experiments.<name>`` from the repository root (a shell entry
+point in ``recipes/`` wraps most of them with environment-variable settings); their result tables
+are in ``docs/results/``.
 
   table5_small     Table 5: MLM bits per token when continuing RoBERTa as Longformer
   charlm_ablation  Table 4: char-LM windows decreasing / fixed / increasing, dilation

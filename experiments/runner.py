@@ -17,6 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+# The experiments run from a checkout (editable install): they read the bundled corpus and start
+# the shell launchers of recipes/, which no installed copy of the package carries.
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "fairseq_longformer"  # the --user-dir of every run of the plugin's models
 KJV = REPO / "data" / "kjv"  # the bundled corpus every experiment is built from

@@ -38,7 +38,6 @@ from pathlib import Path
 
 os.environ["TRITON_INTERPRET"] = "0"  # before triton and the kernels are imported
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, without its warning
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, too
 
 CAPABILITIES = (80, 86, 89, 90)
 # Shared memory one block may use (the opt-in maximum), per compute capability (CUDA C
