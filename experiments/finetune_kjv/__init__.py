@@ -1,6 +1,7 @@
-"""The fine-tuning demo's data: two small fine-tuning data sets from the bundled King James Bible (data/kjv), as JSON lines
-for ``longformer-prepare-task``; chapters go to train or valid by a seeded hash of their title
-(about 10% valid), so no valid passage comes from a train chapter.
+"""The fine-tuning demo's data: two small fine-tuning data sets from the bundled King James Bible
+(data/kjv), as JSON lines for ``longformer-prepare-task``; chapters go to train or valid by a
+seeded hash of their title (``kjv.split_of``, about 10% valid), so no valid passage comes from a
+train chapter.
 
   classification: {"text": chapter, "label": the part of the Bible it is from} with six labels
                   (law, history, wisdom, prophets, gospels_acts, letters) by book number; a

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """The paper's WikiHop ablation of global attention (Beltagy et al. 2020, Table 10), in small,
 on CPU: does <s> need global attention to classify a document by what lies far from it?
 

@@ -62,8 +62,8 @@ def train(a, data: Path, row: str, seed: int) -> dict:
              "--warmup-updates", str(max(1, a.updates // 10)), "--no-save", "--validate-interval", "100000"]
     log = a.out / "logs" / f"{row.replace(' ', '_').replace(',', '').replace('/', '')}.seed{seed}.log"
     started = time.time()
-    # the threads are the caller's (global_ablation.sh exports OMP_NUM_THREADS), and so is the
-    # folder relative paths in the settings resolve against
+    # in the caller's working folder, which relative paths in the settings are relative to, and
+    # with the caller's threads (global_ablation.sh exports OMP_NUM_THREADS)
     text = run(f"{row} seed {seed}", ["bash", str(REPO / "recipes" / "finetune.sh"), "classification", *extra],
                log, env=env, cwd=None)
     return {"accuracy": last_valid(text, "accuracy"), "seconds": round(time.time() - started, 1)}

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from longformer_experiments.charlm_ablation import main as ablation
+from longformer_experiments.runner import summarize
 from tests.conftest import KJV, REPO
 
 
@@ -32,7 +33,7 @@ def test_relative_positions_by_default_learned_on_request(tmp_path):
         command = ablation.train_cmd(a, tmp_path, tmp_path / "save", "8,16", "1", seed=1)
         assert ("--relative-positions" in command) == relative
         assert f"{a.positions} positions" in ablation.markdown(
-            {k: {"values": [2.0], "mean": 2.0, "spread": 0.0, "min": 2.0, "max": 2.0} for k, _ in ablation.ROWS}, _settings(a),
+            {k: {"values": [2.0], **summarize([2.0])} for k, _ in ablation.ROWS}, _settings(a),
             {k: k for k, _ in ablation.ROWS}, {k: ("8,16", "1") for k, _ in ablation.ROWS}, {})
 
 
