@@ -1,7 +1,7 @@
-"""One training step of the char-LM (issue #14, item 6): ``longformer_lm`` against the same model
-with dense attention, time and peak memory, measured with ``longformer-bench``'s machinery
-(``workers``: memory in fresh processes, the two models timed side by side, round-robin). The
-command line is ``fairseq_longformer/cli/bench_lm.py``.
+"""One training step of the char-LM: ``longformer_lm`` against the same model with dense
+attention, time and peak memory, measured with ``longformer-bench``'s machinery (``workers``:
+memory in fresh processes, the two models timed side by side, round-robin). The command line is
+``longformer_tools/cli/bench_lm.py``.
 
 The two contenders are one model: a random ``longformer_lm_small`` (seed ``case.seed``, learned
 positions for the case's length, or Transformer-XL's relative positions with
@@ -34,10 +34,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..modules.relative_positions import sinusoid
+from fairseq_longformer import sinusoid
 from .contenders import Case
 from .measure import Result, Runner
-from .report import format_model_rows, model_vs_baseline_rows
+from .ratios import format_model_rows, model_vs_baseline_rows
 
 MODELS = ("longformer", "dense")  # "dense": the baseline the ratios are taken against
 CHAR_VOCAB = 256  # byte-level characters (enwik8's alphabet fits)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_longformer.bench import contenders, report
-from fairseq_longformer.bench.contenders import Case, hf_available
-from fairseq_longformer.bench.measure import Result
-from fairseq_longformer.cli import bench as bench_cli
+from longformer_tools.bench import contenders, figure1, ratios
+from longformer_tools.bench.contenders import Case, hf_available
+from longformer_tools.bench.measure import Result
+from longformer_tools.cli import bench as bench_cli
 
 BIN = Path(sys.executable).parent
 LENGTHS = (64, 128)
@@ -25,7 +25,7 @@ GLOBAL_TOKENS = (0, 3)
 def _command():
     script = BIN / "longformer-bench"
     # the console script declared in setup.py; the module itself when not installed as a script
-    return [str(script)] if script.exists() else [sys.executable, "-m", "fairseq_longformer.cli.bench"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "longformer_tools.cli.bench"]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_every_case_is_measured_and_written(bench_run):
         assert row["fwd_ms"] == row["fwd_ms_all"][0] > 0 and row["fwd_bwd_ms"] == row["fwd_bwd_ms_all"][0] > 0
         assert row["peak_fwd_mb"] >= 0 and row["peak_fwd_bwd_mb"] > 0
     # the table on stdout is the one of these rows
-    assert report.format_table(rows).strip() in stdout
+    assert ratios.format_table(rows).strip() in stdout
 
 
 def test_contenders_compute_the_same_function(bench_run):
@@ -80,7 +80,7 @@ def test_replot_redraws_from_the_json(bench_run, tmp_path):
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert (tmp_path / "again.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = json.loads(copy.read_text())["results"]
-    assert report.format_table(rows).strip() in completed.stdout
+    assert ratios.format_table(rows).strip() in completed.stdout
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def _known_results():
 
 
 def test_ratios_are_baseline_time_over_this_and_this_memory_over_baseline():
-    rows = {(r["impl"], r["length"]): r for r in report.add_ratios(_known_results())}
+    rows = {(r["impl"], r["length"]): r for r in ratios.add_ratios(_known_results())}
     torch_row = rows["torch", 1024]["ratios"]
     assert torch_row["fwd_bwd_speedup_vs_dense"] == pytest.approx(3.0)  # 90 / 30: 3x faster
     assert torch_row["fwd_speedup_vs_dense"] == pytest.approx(3.0)
@@ -125,12 +125,12 @@ def test_model_vs_baseline_rows_and_table_of_the_lm_and_led_benchmarks():
     """``longformer-bench-lm`` and ``-led``'s ratios, the convention above: speedup = baseline time
     / model time, memory ratio = model peak / baseline peak; only the model's row has them."""
     results = [r for r in _known_results() if r.case.impl != "hf"]
-    rows = {(r["impl"], r["length"]): r for r in report.model_vs_baseline_rows(results, "torch", "dense")}
+    rows = {(r["impl"], r["length"]): r for r in ratios.model_vs_baseline_rows(results, "torch", "dense")}
     assert rows["torch", 1024]["ratios"] == pytest.approx(
         {"fwd_bwd_speedup": 3.0, "fwd_speedup": 3.0, "fwd_bwd_mem_ratio": 0.25, "fwd_mem_ratio": 0.2})
     assert rows["dense", 1024]["ratios"] == {}
     assert set(rows["torch", 2048]["ratios"].values()) == {None}  # the baseline ran out of memory
-    table = report.format_model_rows(list(rows.values()), ("torch", "dense"))
+    table = ratios.format_model_rows(list(rows.values()), ("torch", "dense"))
     assert table.splitlines()[0].startswith("speedup = dense time / torch time (> 1: torch faster); "
                                             "mem = torch peak / dense peak (< 1: torch needs less)")
     torch_line = next(line for line in table.splitlines() if line.split()[:3] == ["1024", "torch", "ok"])
@@ -140,7 +140,7 @@ def test_model_vs_baseline_rows_and_table_of_the_lm_and_led_benchmarks():
 
 
 def test_table_shows_the_ratios_and_the_failures():
-    table = report.format_table(report.add_ratios(_known_results()))
+    table = ratios.format_table(ratios.add_ratios(_known_results()))
     torch_line = next(line for line in table.splitlines() if line.split()[:3] == ["1024", "torch", "ok"])
     # N impl status fwd f+b fwdMB f+bMB xHF xDense mem/HF mem/dense |diff| busy
     assert torch_line.split()[3:11] == ["10", "30", "20", "50", "4.00", "3.00", "0.12", "0.25"]
@@ -149,17 +149,17 @@ def test_table_shows_the_ratios_and_the_failures():
 
 def test_plot_draws_each_contenders_measured_values():
     pytest.importorskip("matplotlib")
-    rows = report.add_ratios(_known_results())
-    figure = report.figure1(rows, "test")
+    rows = ratios.add_ratios(_known_results())
+    figure = figure1.figure1(rows, "test")
     try:
         time_axis, memory_axis = figure.axes
         lines = {line.get_label(): line for line in time_axis.get_lines()}
-        label = f"{report.LABELS['torch']}, 0 global"
+        label = f"{figure1.LABELS['torch']}, 0 global"
         assert list(lines[label].get_xdata()) == [1024, 2048]
         assert list(lines[label].get_ydata()) == [30.0, 60.0]  # forward+backward times
         memory = {line.get_label(): line for line in memory_axis.get_lines()}
         assert list(memory[label].get_ydata()) == [50.0, 100.0]  # forward+backward peaks
-        dense = f"{report.LABELS['dense']}, 0 global"
+        dense = f"{figure1.LABELS['dense']}, 0 global"
         assert list(lines[dense].get_xdata()) == [1024]  # the OOM point is not drawn as a value
     finally:
         import matplotlib.pyplot as plt
@@ -171,7 +171,7 @@ def test_missing_matplotlib_stops_with_the_install_command(tmp_path):
     """matplotlib is an optional extra: without it the CLI stops before measuring and says how to
     install it."""
     code = ("import sys; sys.modules['matplotlib'] = None\n"  # what a missing package looks like
-            "from fairseq_longformer.cli import bench\n"
+            "from longformer_tools.cli import bench\n"
             f"sys.exit(bench.main(['--lengths', '64', '--out-dir', {str(tmp_path)!r}]))")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 2, completed.stderr[-2000:]

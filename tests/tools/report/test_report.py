@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 import torch
 
-from fairseq_longformer.report.training_log import parse_line, read_training_log
-from fairseq_longformer.report.unigram import unigram_baseline
+from longformer_tools.report.training_log import parse_line, read_training_log
+from longformer_tools.report.unigram import unigram_baseline
 
 SIMPLE_TRAIN = ("2026-11-23 22:11:08 | INFO | train_inner | epoch 001:    110 / 554 loss=8.633, bpc=8.633, "
                 "acc=6.9, ppl=396.98, wps=2221.5, ups=1.49, wpb=1490, bsz=2, num_updates=110, lr=0.000529412")
