@@ -21,7 +21,6 @@ decoder layer, which is never called.
 Shapes: src_tokens (B, N); encoder output (N, B, C), handed out as (B, N, C).
 """
 import argparse
-import multiprocessing
 import types
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -32,6 +31,7 @@ from torch import Tensor
 from .contenders import Case
 from .measure import Result, Runner
 from .ratios import format_model_rows, model_vs_baseline_rows
+from .workers import call_in_fresh_process
 
 ENCODERS = ("led", "dense")  # "dense": the baseline the bench's ratios are taken against
 BART_VOCAB = 50265  # bart.base / bart.large: the token table (and its gradient) as in practice
@@ -166,10 +166,8 @@ def window_covering_difference(case: EncoderCase) -> float:
 
 
 def check_in_fresh_process(case: EncoderCase) -> float:
-    """``window_covering_difference`` in a forked child: a process that has run torch's parallel
-    work may hang the children it forks later, and the workers are forked from this one."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        return pool.apply(window_covering_difference, (case,))
+    """``window_covering_difference`` in a forked child (``workers.call_in_fresh_process``)."""
+    return call_in_fresh_process(window_covering_difference, case)
 
 
 def ratio_rows(results: List[Result]) -> List[dict]:

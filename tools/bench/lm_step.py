@@ -25,7 +25,6 @@ dropout), batch ``case.batch``; "fwd" is the eval-mode forward without gradients
 Shapes: tokens (B, N); hidden states (N, B, C) inside the decoder as in fairseq; logits (B, N, V).
 """
 import argparse
-import multiprocessing
 import types
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -38,6 +37,7 @@ from fairseq_longformer import sinusoid
 from .contenders import Case
 from .measure import Result, Runner
 from .ratios import format_model_rows, model_vs_baseline_rows
+from .workers import call_in_fresh_process
 
 MODELS = ("longformer", "dense")  # "dense": the baseline the ratios are taken against
 CHAR_VOCAB = 256  # byte-level characters (enwik8's alphabet fits)
@@ -247,10 +247,8 @@ def eval_losses(case: LMStepCase) -> Tuple[float, float, float]:
 
 
 def loss_check(case: LMStepCase) -> Tuple[float, float, float]:
-    """``eval_losses`` in a forked child: a process that has run torch's parallel work may hang
-    the children it forks later, and the workers are forked from this one."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        return pool.apply(eval_losses, (case,))
+    """``eval_losses`` in a forked child (``workers.call_in_fresh_process``)."""
+    return call_in_fresh_process(eval_losses, case)
 
 
 def ratio_rows(results: List[Result]) -> List[dict]:
