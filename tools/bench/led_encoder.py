@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from .contenders import Case
-from .measure import Result, Runner
+from .measure import Result, WholeModelRunner
 from .ratios import format_model_rows, model_vs_baseline_rows
 from .workers import call_in_fresh_process
 
@@ -116,20 +116,19 @@ def encoder_inputs(case: EncoderCase, length: int, dictionary) -> Dict[str, Tens
     return {"src_tokens": tokens, "src_lengths": torch.full((case.batch,), length), "grad_out": grad_out}
 
 
-class EncoderRunner(Runner):
+class EncoderRunner(WholeModelRunner):
     """A ``Runner`` (``timed``, ``first_timing``) whose calls run a whole encoder on tokens."""
 
-    def __init__(self, case: EncoderCase):
-        self.case = case
-        if case.device != "cpu" or case.dtype != "float32":
-            raise ValueError("the encoder benchmark runs on CPU in float32")
-        torch.set_num_threads(case.threads)
-        self.sync = lambda: None
-        self.module, self.dictionary = build_encoder(case)
-        # warm-up at a small length (thread pools, first allocations), then the measured input
-        self.inputs = encoder_inputs(case, min(case.length, 2 * case.window), self.dictionary)
-        self.fwd_bwd()
-        self.inputs = encoder_inputs(case, case.length, self.dictionary)
+    benchmark = "encoder"
+
+    def build(self, case: EncoderCase):
+        return build_encoder(case)
+
+    def warmup_length(self, case: EncoderCase) -> int:
+        return 2 * case.window
+
+    def set_inputs(self, length: int) -> None:
+        self.inputs = encoder_inputs(self.case, length, self.dictionary)
 
     def _encode(self) -> Tensor:
         out = self.module(self.inputs["src_tokens"], src_lengths=self.inputs["src_lengths"])

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 
 from fairseq_longformer import sinusoid
 from .contenders import Case
-from .measure import Result, Runner
+from .measure import Result, WholeModelRunner
 from .ratios import format_model_rows, model_vs_baseline_rows
 from .workers import call_in_fresh_process
 
@@ -197,20 +197,19 @@ def lm_loss(model, tokens: Tensor, target: Tensor) -> Tuple[Tensor, Tensor]:
     return F.cross_entropy(logits.float().flatten(0, 1), target.flatten()), logits
 
 
-class LMStepRunner(Runner):
+class LMStepRunner(WholeModelRunner):
     """A ``Runner`` (``timed``, ``first_timing``) whose calls run the whole char-LM on characters."""
 
-    def __init__(self, case: LMStepCase):
-        self.case = case
-        if case.device != "cpu" or case.dtype != "float32":
-            raise ValueError("the char-LM step benchmark runs on CPU in float32")
-        torch.set_num_threads(case.threads)
-        self.sync = lambda: None
-        self.module, self.dictionary = build_lm(case)
-        # warm-up at a small length (thread pools, first allocations), then the measured input
-        self.tokens, self.target = lm_inputs(case, min(case.length, 256), self.dictionary)
-        self.fwd_bwd()
-        self.tokens, self.target = lm_inputs(case, case.length, self.dictionary)
+    benchmark = "char-LM step"
+
+    def build(self, case: LMStepCase):
+        return build_lm(case)
+
+    def warmup_length(self, case: LMStepCase) -> int:
+        return 256
+
+    def set_inputs(self, length: int) -> None:
+        self.tokens, self.target = lm_inputs(self.case, length, self.dictionary)
 
     def fwd(self) -> Tensor:
         """(B, N, V) logits of the eval-mode model, no gradients (inference)."""
