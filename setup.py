@@ -22,15 +22,19 @@ setup(
         "fairseq_longformer.criterions",
         "fairseq_longformer.conversion",
         "fairseq_longformer.cli",
-        "fairseq_longformer.bench",
         "longformer_kernels",
         "longformer_preprocessing",
         "longformer_experiments",
+        "longformer_tools",
+        "longformer_tools.bench",
+        "longformer_tools.cli",
+        "longformer_tools.report",
     ],
     package_dir={
         "longformer_kernels": "kernels",
         "longformer_preprocessing": "preprocessing",
         "longformer_experiments": "experiments",
+        "longformer_tools": "tools",
     },
     install_requires=[
         "torch>=2.1",
@@ -52,9 +56,9 @@ setup(
     entry_points={
         "console_scripts": [
             "longformer-train = fairseq_longformer.cli.train:main",
-            "longformer-bench = fairseq_longformer.cli.bench:main",
-            "longformer-bench-led = fairseq_longformer.cli.bench_led:main",
-            "longformer-bench-lm = fairseq_longformer.cli.bench_lm:main",
+            "longformer-bench = longformer_tools.cli.bench:main",
+            "longformer-bench-led = longformer_tools.cli.bench_led:main",
+            "longformer-bench-lm = longformer_tools.cli.bench_lm:main",
             "longformer-preprocess = longformer_preprocessing.cli:main",
             "longformer-preprocess-chars = longformer_preprocessing.chars:main",
             "longformer-prepare-task = longformer_preprocessing.task_data:main",
@@ -62,7 +66,7 @@ setup(
             "longformer-convert-bart = fairseq_longformer.cli.convert_bart:main",
             "longformer-export-hf = fairseq_longformer.cli.export_hf:main",
             "longformer-import-hf = fairseq_longformer.cli.import_hf:main",
-            "longformer-report = fairseq_longformer.cli.report:main",
+            "longformer-report = longformer_tools.cli.report:main",
         ]
     },
 )

@@ -1,7 +1,17 @@
 """fairseq-longformer: a fairseq plugin (``--user-dir fairseq_longformer``) that turns RoBERTa
 into Longformer and BART into LED, plus the autoregressive character-level Longformer
 (``longformer_lm``). Importing it registers the models, tasks and criteria;
-``compat`` comes first."""
+``compat`` comes first.
+
+Public names, for code that builds on the plugin without reaching into its modules (the tools in
+``longformer_tools`` use these and the registered architectures only):
+
+    LongformerSelfAttention     the attention module every model uses (fairseq's self_attn call;
+                                ``attend`` stops before the output projection)
+    LongformerAttentionConfig   its per-layer config (pattern, impl, projections, dropout)
+    sinusoid                    Transformer-XL's relative position encoding r_delta, the one the
+                                char-LM's relative positions project
+"""
 from . import compat  # noqa: F401  (must patch the fairseq stack before anything else runs)
 from .criterions import longformer_mlm as _criterion  # noqa: F401
 from .models import longformer as _model  # noqa: F401
@@ -12,3 +22,5 @@ from .criterions import longformer_classification as _classification_criterion  
 from .criterions import longformer_qa as _qa_criterion  # noqa: F401
 from .tasks import longformer_classification as _classification_task  # noqa: F401
 from .tasks import longformer_qa as _qa_task  # noqa: F401
+from .modules.self_attention import LongformerAttentionConfig, LongformerSelfAttention  # noqa: F401  (public)
+from .modules.relative_positions import sinusoid  # noqa: F401  (public)

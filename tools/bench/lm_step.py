@@ -1,7 +1,7 @@
-"""One training step of the char-LM (issue #14, item 6): ``longformer_lm`` against the same model
-with dense attention, time and peak memory, measured with ``longformer-bench``'s machinery
-(``workers``: memory in fresh processes, the two models timed side by side, round-robin). The
-command line is ``fairseq_longformer/cli/bench_lm.py``.
+"""One training step of the char-LM: ``longformer_lm`` against the same model with dense
+attention, time and peak memory, measured with ``longformer-bench``'s machinery (``workers``:
+memory in fresh processes, the two models timed side by side, round-robin). The command line is
+``longformer_tools/cli/bench_lm.py``.
 
 The two contenders are one model: a random ``longformer_lm_small`` (seed ``case.seed``, learned
 positions for the case's length, or Transformer-XL's relative positions with
@@ -25,7 +25,6 @@ dropout), batch ``case.batch``; "fwd" is the eval-mode forward without gradients
 Shapes: tokens (B, N); hidden states (N, B, C) inside the decoder as in fairseq; logits (B, N, V).
 """
 import argparse
-import multiprocessing
 import types
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -34,10 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..modules.relative_positions import sinusoid
+from fairseq_longformer import sinusoid
 from .contenders import Case
-from .measure import Result, Runner
-from .report import format_model_rows, model_vs_baseline_rows
+from .measure import Result, WholeModelRunner
+from .ratios import format_model_rows, model_vs_baseline_rows
+from .workers import call_in_fresh_process
 
 MODELS = ("longformer", "dense")  # "dense": the baseline the ratios are taken against
 CHAR_VOCAB = 256  # byte-level characters (enwik8's alphabet fits)
@@ -197,20 +197,19 @@ def lm_loss(model, tokens: Tensor, target: Tensor) -> Tuple[Tensor, Tensor]:
     return F.cross_entropy(logits.float().flatten(0, 1), target.flatten()), logits
 
 
-class LMStepRunner(Runner):
+class LMStepRunner(WholeModelRunner):
     """A ``Runner`` (``timed``, ``first_timing``) whose calls run the whole char-LM on characters."""
 
-    def __init__(self, case: LMStepCase):
-        self.case = case
-        if case.device != "cpu" or case.dtype != "float32":
-            raise ValueError("the char-LM step benchmark runs on CPU in float32")
-        torch.set_num_threads(case.threads)
-        self.sync = lambda: None
-        self.module, self.dictionary = build_lm(case)
-        # warm-up at a small length (thread pools, first allocations), then the measured input
-        self.tokens, self.target = lm_inputs(case, min(case.length, 256), self.dictionary)
-        self.fwd_bwd()
-        self.tokens, self.target = lm_inputs(case, case.length, self.dictionary)
+    benchmark = "char-LM step"
+
+    def build(self, case: LMStepCase):
+        return build_lm(case)
+
+    def warmup_length(self, case: LMStepCase) -> int:
+        return 256
+
+    def set_inputs(self, length: int) -> None:
+        self.tokens, self.target = lm_inputs(self.case, length, self.dictionary)
 
     def fwd(self) -> Tensor:
         """(B, N, V) logits of the eval-mode model, no gradients (inference)."""
@@ -247,10 +246,8 @@ def eval_losses(case: LMStepCase) -> Tuple[float, float, float]:
 
 
 def loss_check(case: LMStepCase) -> Tuple[float, float, float]:
-    """``eval_losses`` in a forked child: a process that has run torch's parallel work may hang
-    the children it forks later, and the workers are forked from this one."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        return pool.apply(eval_losses, (case,))
+    """``eval_losses`` in a forked child (``workers.call_in_fresh_process``)."""
+    return call_in_fresh_process(eval_losses, case)
 
 
 def ratio_rows(results: List[Result]) -> List[dict]:

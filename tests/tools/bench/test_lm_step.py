@@ -1,4 +1,4 @@
-"""The char-LM step benchmark (``python -m fairseq_longformer.cli.bench_lm``): what it computes and
+"""The char-LM step benchmark (``python -m longformer_tools.cli.bench_lm``): what it computes and
 prints, never how fast it is.
 
 One smoke run at a tiny length checks the printed table and the JSON; a run whose dense masks are
@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from fairseq_longformer.bench import lm_step
-from fairseq_longformer.bench.lm_step import DenseCausalSelfAttention, LMStepCase, causal_dilated_mask
+from longformer_tools.bench import lm_step
+from longformer_tools.bench.lm_step import DenseCausalSelfAttention, LMStepCase, causal_dilated_mask
 from longformer_kernels import AttentionMasks, AttentionPattern
 from longformer_kernels.reference import allowed_keys
 
@@ -21,7 +21,7 @@ LENGTH = 64
 
 
 def _bench(out_dir, *extra):
-    command = [sys.executable, "-m", "fairseq_longformer.cli.bench_lm", "--lengths", str(LENGTH), "--repeats", "1",
+    command = [sys.executable, "-m", "longformer_tools.cli.bench_lm", "--lengths", str(LENGTH), "--repeats", "1",
                "--threads", "1", "--out-dir", str(out_dir), "--name", "smoke", *extra]
     return subprocess.run(command, capture_output=True, text=True, timeout=900)
 

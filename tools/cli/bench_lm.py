@@ -7,7 +7,7 @@ memory, side by side in one run, printed as ratios.
 For each length: both models are built from the same seed (the same weights) and their losses on
 the same characters compared (eval mode); the run stops with exit status 1 when they differ by
 more than --loss-tolerance. Then peak memory of each in a fresh process, then the two timed side
-by side, round-robin (``fairseq_longformer/bench/``: ``lm_step``, ``workers``, ``measure``).
+by side, round-robin (``longformer_tools/bench/``: ``lm_step``, ``workers``, ``measure``).
 Writes the table to stdout and ``<out-dir>/<name>.json``.
 """
 import argparse

@@ -4,10 +4,9 @@ import math
 from collections import Counter
 
 import pytest
-import torch
 
-from fairseq_longformer.report.training_log import parse_line, read_training_log
-from fairseq_longformer.report.unigram import unigram_baseline
+from longformer_tools.report.training_log import parse_line, read_training_log
+from longformer_tools.report.unigram import unigram_baseline
 
 SIMPLE_TRAIN = ("2026-11-23 22:11:08 | INFO | train_inner | epoch 001:    110 / 554 loss=8.633, bpc=8.633, "
                 "acc=6.9, ppl=396.98, wps=2221.5, ups=1.49, wpb=1490, bsz=2, num_updates=110, lr=0.000529412")
@@ -39,26 +38,10 @@ def test_resumed_run_keeps_the_last_record_of_each_update(tmp_path):
     assert log.series("train", "bpc") == [(110, 8.633)]
 
 
-def write_split(data_dir, split, lines, dictionary):
-    from fairseq.data import indexed_dataset
-
-    builder = indexed_dataset.make_builder(str(data_dir / f"{split}.bin"), impl="mmap", vocab_size=len(dictionary))
-    for line in lines:
-        builder.add_item(torch.IntTensor([dictionary.index(w) for w in line] + [dictionary.eos()]))
-    builder.finalize(str(data_dir / f"{split}.idx"))
-
-
-def test_unigram_baselines_from_binaries(tmp_path):
-    from fairseq.data import Dictionary
-
-    dictionary = Dictionary()
-    for word in "a b c d".split():
-        dictionary.add_symbol(word)
-    dictionary.save(str(tmp_path / "dict.txt"))
+def test_unigram_baselines_from_binaries(tmp_path, tiny_binaries):
     train = [list("aaab"), list("abc")]
     valid = [list("aab"), list("dd")]  # d never occurs in train
-    write_split(tmp_path, "train", train, dictionary)
-    write_split(tmp_path, "valid", valid, dictionary)
+    dictionary = tiny_binaries(tmp_path, train, valid)
 
     base = unigram_baseline(tmp_path, "valid")
     valid_tokens = [t for line in valid for t in line + ["</s>"]]

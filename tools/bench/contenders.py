@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from longformer_kernels import AttentionMasks, AttentionPattern
-from ..modules.self_attention import LongformerAttentionConfig, LongformerSelfAttention
+from fairseq_longformer import LongformerAttentionConfig, LongformerSelfAttention
 
 CONTENDERS = ("dense", "torch", "triton", "hf")
 

@@ -34,9 +34,9 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # the report is for a person: fairseq's INFO lines (model config dumps, data loading) are not
     logging.basicConfig(level=logging.WARNING, force=True)
-    from fairseq_longformer.report.plot import plot_bpc
-    from fairseq_longformer.report.training_log import read_training_log
-    from fairseq_longformer.report.unigram import unigram_baseline
+    from ..report.plot import plot_bpc
+    from ..report.training_log import read_training_log
+    from ..report.unigram import unigram_baseline
 
     log_file = args.log_file or args.save_dir / "train.log"
     if not log_file.is_file():
@@ -69,7 +69,7 @@ def main(argv=None):
     print(f"plot: {png}")
 
     if args.fill_mask > 0:
-        from fairseq_longformer.report.fill_mask import fill_mask_demo
+        from ..report.fill_mask import fill_mask_demo
 
         print(f"\n== fill-mask on held-out {args.valid_subset} sentences ({args.checkpoint}) ==")
         for item in fill_mask_demo(args.save_dir, args.checkpoint, args.data, args.valid_subset, args.fill_mask):

@@ -176,6 +176,36 @@ class Runner:
         return None
 
 
+class WholeModelRunner(Runner):
+    """A ``Runner`` of a whole fairseq model on CPU in float32 (the LED encoder, the char-LM):
+    a subclass names itself (``benchmark``), builds the module (``build``: (module, dictionary)),
+    sets its inputs at a length (``set_inputs``) and says how short its warm-up call may be
+    (``warmup_length``); ``fwd`` and ``fwd_bwd`` are its own."""
+
+    benchmark = "whole-model"
+
+    def __init__(self, case: Case):
+        self.case = case
+        if case.device != "cpu" or case.dtype != "float32":
+            raise ValueError(f"the {self.benchmark} benchmark runs on CPU in float32")
+        torch.set_num_threads(case.threads)
+        self.sync = lambda: None
+        self.module, self.dictionary = self.build(case)
+        # warm-up at a small length (thread pools, first allocations), then the measured input
+        self.set_inputs(min(case.length, self.warmup_length(case)))
+        self.fwd_bwd()
+        self.set_inputs(case.length)
+
+    def build(self, case: Case):
+        raise NotImplementedError
+
+    def set_inputs(self, length: int) -> None:
+        raise NotImplementedError
+
+    def warmup_length(self, case: Case) -> int:
+        raise NotImplementedError
+
+
 def make_runner(case: Case) -> Runner:
     """The runner of ``case``: its own when the case brings one (``case.make_runner()``, a
     benchmark of whole models such as ``led_encoder``), else the attention contenders' ``Runner``."""

@@ -7,7 +7,7 @@ included, up to the heads' output (Hugging Face's LongformerSelfAttention bounda
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
 LongformerSelfAttention. Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
 --out-dir (the plot needs matplotlib: pip install 'fairseq-longformer[bench]'). The measuring
-code is in the package ``fairseq_longformer/bench/``.
+code is in the package ``longformer_tools/bench/``.
 """
 import argparse
 import json
@@ -20,7 +20,8 @@ import torch
 
 from ..bench.contenders import CONTENDERS, Case
 from ..bench.measure import MEMORY_HELP, Result
-from ..bench.report import add_ratios, format_table, plot, require_matplotlib
+from ..bench.figure1 import plot, require_matplotlib
+from ..bench.ratios import add_ratios, format_table
 from ..bench.workers import run_side_by_side
 from .bench_args import add_run_arguments, check_run_arguments, memory_limit_mb, settings, write_report
 

@@ -8,7 +8,6 @@ scores at best the split's own unigram entropy. Two numbers:
 - ``cross_entropy_from_train``: train's frequencies (add-one smoothed) scored on the split, what
   a model that learnt only word frequencies gets (the "unigram plateau").
 """
-import math
 from dataclasses import dataclass
 from pathlib import Path
 

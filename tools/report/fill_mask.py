@@ -1,5 +1,6 @@
 """The fill-mask demo: held-out sentences with one word masked, filled by the trained model
-through fairseq's own hub interface (``LongformerModel.from_pretrained(...).fill_mask``).
+through fairseq's own hub interface (the registered ``longformer`` model's
+``from_pretrained(...).fill_mask``).
 
 Sentences come from a held-out split's binary (decoded with the dictionary and the
 sentencepiece model), so the model never trained on them. The masked word is chosen by a fixed
@@ -40,9 +41,10 @@ def held_out_sentences(data_dir: Path, split: str, count: int) -> List[Tuple[str
 def fill_mask_demo(save_dir: Path, checkpoint: str, data_dir: Path, split: str = "valid",
                    count: int = 4, topk: int = 3) -> List[dict]:
     """-> [{"masked", "answer", "predictions": [(word, probability)]}] from the hub interface."""
-    from fairseq_longformer.models.longformer import LongformerModel
+    import fairseq_longformer  # noqa: F401  (registers the longformer model)
+    from fairseq.models import MODEL_REGISTRY
 
-    hub = LongformerModel.from_pretrained(
+    hub = MODEL_REGISTRY["longformer"].from_pretrained(
         str(save_dir), checkpoint_file=checkpoint, data_name_or_path=str(Path(data_dir).resolve()),
         bpe="sentencepiece", sentencepiece_model=str(Path(data_dir).resolve() / "spm.model"),
     )

@@ -1,14 +1,16 @@
-"""The LED encoder against BART's dense encoder (issue #15, item 5): forward and forward+backward
-of the whole encoder (embeddings, every layer) on the same input, time and peak memory, measured
-with ``longformer-bench``'s machinery (``workers.run_side_by_side``: memory in fresh processes,
-the two encoders timed side by side, round-robin). The console script is
-``fairseq_longformer/cli/bench_led.py``.
+"""The LED encoder against BART's dense encoder: forward and forward+backward of the whole
+encoder (embeddings, every layer) on the same input, time and peak memory, measured with
+``longformer-bench``'s machinery (``workers.run_side_by_side``: memory in fresh processes, the two
+encoders timed side by side, round-robin). The console script is
+``longformer_tools/cli/bench_led.py``.
 
 The two contenders hold the same weights: a random fairseq BART with ``bart_positions`` learned
 encoder positions (seed ``case.seed``) whose position table is tiled to the input's length, the
-way ``longformer-convert-bart`` extends it (``conversion.bart.convert_state_dict``), then
+way ``longformer-convert-bart`` extends it (``fairseq_longformer.conversion.extend_positions``),
+then
 
-  led    that state converted (global projections copied from Q, K, V) into the ``led`` model,
+  led    that state loaded into the registered ``led_base`` architecture, whose state-dict
+         upgrade starts the global projections as copies of Q, K, V (as the converter does);
          one-sided window ``case.window``, the first token global (the LED's default);
   dense  fairseq's own BART encoder with the tiled table: every token attends every token.
 
@@ -19,7 +21,6 @@ decoder layer, which is never called.
 Shapes: src_tokens (B, N); encoder output (N, B, C), handed out as (B, N, C).
 """
 import argparse
-import multiprocessing
 import types
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -28,11 +29,14 @@ import torch
 from torch import Tensor
 
 from .contenders import Case
-from .measure import Result, Runner
-from .report import format_model_rows, model_vs_baseline_rows
+from .measure import Result, WholeModelRunner
+from .ratios import format_model_rows, model_vs_baseline_rows
+from .workers import call_in_fresh_process
 
 ENCODERS = ("led", "dense")  # "dense": the baseline the bench's ratios are taken against
 BART_VOCAB = 50265  # bart.base / bart.large: the token table (and its gradient) as in practice
+BART_ARCH, LED_ARCH = "bart_base", "led_base"  # registered architectures; sizes come from the case
+POSITIONS_KEY = "encoder.embed_positions.weight"  # fairseq's name of the encoder's learned positions
 
 
 @dataclass
@@ -82,29 +86,23 @@ def _dictionary(vocab: int):
 def build_encoder(case: EncoderCase, impl: Optional[str] = None):
     """(encoder in eval mode, dictionary) for ``impl`` (default ``case.impl``), both built from the
     same random BART (seed ``case.seed``) with the table tiled to ``case.positions``."""
-    import fairseq_longformer  # noqa: F401  (registers the led model)
-    from fairseq.models.bart import BARTModel
-    from fairseq.models.bart.model import bart_base_architecture
-
-    from ..conversion.bart import POSITIONS_KEY, convert_state_dict
-    from ..conversion.positions import extend_positions
-    from ..models.led import LEDModel, led_base_architecture
+    import fairseq_longformer  # noqa: F401  (registers the led architectures)
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+    from fairseq_longformer.conversion import extend_positions
 
     impl = impl or case.impl
+    if impl not in ENCODERS:
+        raise ValueError(f"unknown encoder {impl!r}; expected one of {ENCODERS}")
+    arch = LED_ARCH if impl == "led" else BART_ARCH
     dictionary = _dictionary(case.vocab)
     task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None)
     torch.manual_seed(case.seed)
-    bart = BARTModel.build_model(_model_args(case, case.bart_positions, bart_base_architecture), task)
+    bart = ARCH_MODEL_REGISTRY[BART_ARCH].build_model(
+        _model_args(case, case.bart_positions, ARCH_CONFIG_REGISTRY[BART_ARCH]), task)
     state = bart.state_dict()
     del bart
-    if impl == "led":
-        state, _ = convert_state_dict(state, case.positions, padding_idx=dictionary.pad())
-        model = LEDModel.build_model(_model_args(case, case.positions, led_base_architecture), task)
-    elif impl == "dense":
-        state[POSITIONS_KEY] = extend_positions(state[POSITIONS_KEY], case.positions, padding_idx=dictionary.pad())
-        model = BARTModel.build_model(_model_args(case, case.positions, bart_base_architecture), task)
-    else:
-        raise ValueError(f"unknown encoder {impl!r}; expected one of {ENCODERS}")
+    state[POSITIONS_KEY] = extend_positions(state[POSITIONS_KEY], case.positions, padding_idx=dictionary.pad())
+    model = ARCH_MODEL_REGISTRY[arch].build_model(_model_args(case, case.positions, ARCH_CONFIG_REGISTRY[arch]), task)
     model.load_state_dict(state, strict=True)
     return model.encoder.eval(), dictionary
 
@@ -118,20 +116,19 @@ def encoder_inputs(case: EncoderCase, length: int, dictionary) -> Dict[str, Tens
     return {"src_tokens": tokens, "src_lengths": torch.full((case.batch,), length), "grad_out": grad_out}
 
 
-class EncoderRunner(Runner):
+class EncoderRunner(WholeModelRunner):
     """A ``Runner`` (``timed``, ``first_timing``) whose calls run a whole encoder on tokens."""
 
-    def __init__(self, case: EncoderCase):
-        self.case = case
-        if case.device != "cpu" or case.dtype != "float32":
-            raise ValueError("the encoder benchmark runs on CPU in float32")
-        torch.set_num_threads(case.threads)
-        self.sync = lambda: None
-        self.module, self.dictionary = build_encoder(case)
-        # warm-up at a small length (thread pools, first allocations), then the measured input
-        self.inputs = encoder_inputs(case, min(case.length, 2 * case.window), self.dictionary)
-        self.fwd_bwd()
-        self.inputs = encoder_inputs(case, case.length, self.dictionary)
+    benchmark = "encoder"
+
+    def build(self, case: EncoderCase):
+        return build_encoder(case)
+
+    def warmup_length(self, case: EncoderCase) -> int:
+        return 2 * case.window
+
+    def set_inputs(self, length: int) -> None:
+        self.inputs = encoder_inputs(self.case, length, self.dictionary)
 
     def _encode(self) -> Tensor:
         out = self.module(self.inputs["src_tokens"], src_lengths=self.inputs["src_lengths"])
@@ -168,10 +165,8 @@ def window_covering_difference(case: EncoderCase) -> float:
 
 
 def check_in_fresh_process(case: EncoderCase) -> float:
-    """``window_covering_difference`` in a forked child: a process that has run torch's parallel
-    work may hang the children it forks later, and the workers are forked from this one."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        return pool.apply(window_covering_difference, (case,))
+    """``window_covering_difference`` in a forked child (``workers.call_in_fresh_process``)."""
+    return call_in_fresh_process(window_covering_difference, case)
 
 
 def ratio_rows(results: List[Result]) -> List[dict]:

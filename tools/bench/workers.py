@@ -235,6 +235,14 @@ def run_side_by_side(cases: List[Case], quiet_below: float = 0.5, quiet_wait: fl
     return results
 
 
+def call_in_fresh_process(function, *args):
+    """``function(*args)`` in a forked child, its result returned here: a process that has run
+    torch's parallel work may hang the children it forks later, and the workers are forked from
+    this one, so one-off computations of a benchmark (its correctness checks) run in a child."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
 def default_memory_limit_mb(fraction: float = 0.6) -> Optional[float]:
     """A share of the memory available now (Linux), for the forked workers' address-space cap."""
     try:

@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 
 from ..bench.measure import MEMORY_HELP
-from ..bench.report import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
+from ..bench.ratios import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
 from ..bench.workers import default_memory_limit_mb
 
 

@@ -1,5 +1,5 @@
-"""longformer-bench-led: the LED encoder against BART's dense encoder on the same input (issue
-#15, item 5), forward and forward+backward, time and peak memory, on the machine at hand.
+"""longformer-bench-led: the LED encoder against BART's dense encoder on the same input, forward
+and forward+backward, time and peak memory, on the machine at hand.
 
 Both encoders hold the weights of one random BART (bart.base sizes by default: 6 layers, 768
 wide, 12 heads, FFN 3072, BART's 50,265-token table) whose 1,024 learned positions are tiled to
@@ -10,7 +10,7 @@ to --tolerance. Then, per length: peak memory of each encoder in a fresh process
 timed side by side (round-robin, so a busy spell of a shared machine falls on both alike).
 Writes a table to stdout and ``<name>.json`` to --out-dir; speedup = dense time / LED time (> 1:
 the LED faster), memory ratio = LED peak / dense peak (< 1: the LED needs less).
-The measuring code: fairseq_longformer/bench/led_encoder.py (and workers.py, measure.py).
+The measuring code: longformer_tools/bench/led_encoder.py (and workers.py, measure.py).
 """
 import argparse
 import os

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from fairseq_longformer.bench.led_encoder import EncoderCase, format_rows, ratio_rows
-from fairseq_longformer.bench.measure import Result
+from longformer_tools.bench.led_encoder import EncoderCase, format_rows, ratio_rows
+from longformer_tools.bench.measure import Result
 
 LENGTHS = (48, 96)
 TINY = ["--layers", "1", "--heads", "2", "--head-dim", "8", "--ffn", "32", "--vocab", "60", "--window", "8",
@@ -18,7 +18,7 @@ TINY = ["--layers", "1", "--heads", "2", "--head-dim", "8", "--ffn", "32", "--vo
 def bench_run(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("bench_led")
     completed = subprocess.run(
-        [sys.executable, "-m", "fairseq_longformer.cli.bench_led", "--lengths", ",".join(map(str, LENGTHS)), *TINY,
+        [sys.executable, "-m", "longformer_tools.cli.bench_led", "--lengths", ",".join(map(str, LENGTHS)), *TINY,
          "--out-dir", str(out_dir), "--name", "smoke"], capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads((out_dir / "smoke.json").read_text()), completed.stdout
