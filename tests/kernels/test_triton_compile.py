@@ -1,6 +1,6 @@
 """The Triton kernels build for real GPUs, with the tiles GPUs use: checked on a CPU.
 
-``scripts/triton_compile_table.py`` compiles every configuration the launchers can choose
+``python -m longformer_kernels.compile_table`` compiles every configuration the launchers can choose
 (``launch_configurations()``: 6 kernels x fp16 / bf16 / fp32 x BLOCK_D 16..256 x their causal /
 dropout / band-bias / global-keys flags, with ``block_config``'s GPU tiles) for sm_80, sm_86, sm_89 and sm_90,
 down to PTX and a cubin (Triton's ptxas), in a process of its own (the kernel module must be
@@ -22,13 +22,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "triton_compile_table.py"
 
 
 def test_every_launch_configuration_builds_for_gpus(tmp_path):
     out = tmp_path / "records.json"
     env = dict(os.environ, TRITON_INTERPRET="0")
-    command = [sys.executable, str(SCRIPT), "--json", str(out), "--jobs", "2", "--quiet"]
+    command = [sys.executable, "-m", "longformer_kernels.compile_table", "--json", str(out), "--jobs", "2", "--quiet"]
     cache = os.environ.get("LONGFORMER_COMPILE_CACHE")
     if cache is not None:
         command += ["--cache", cache]
@@ -63,13 +62,13 @@ def test_every_launch_configuration_builds_for_gpus(tmp_path):
 # case (fp16, D = 64, every flag on) for sm_80, and the largest fp32 tile row (D = 128) for
 # sm_90, so CI itself proves the compiler still accepts each kernel.
 COLD_SAMPLE = """
-import json, sys, tempfile
-sys.path.insert(0, {scripts!r})
-import torch, triton_compile_table as t
+import json, tempfile
+import torch
+import longformer_kernels.compile_table as t
 from longformer_kernels.triton_attention import launch_configurations
 configs = launch_configurations()
 picks = []
-for kernel in sorted({{c.kernel for c in configs}}):
+for kernel in sorted({c.kernel for c in configs}):
     for dtype, block_d, cap in ((torch.float16, 64, 80), (torch.float32, 128, 90)):
         index = next(i for i, c in enumerate(configs) if c.kernel == kernel and c.dtype == dtype
                      and c.block.block_d == block_d and all(v for _, v in c.flags))
@@ -82,7 +81,7 @@ with tempfile.TemporaryDirectory() as cache:
 
 def test_a_sample_compiles_from_nothing():
     env = dict(os.environ, TRITON_INTERPRET="0")
-    run = subprocess.run([sys.executable, "-c", COLD_SAMPLE.format(scripts=str(REPO / "scripts"))],
+    run = subprocess.run([sys.executable, "-c", COLD_SAMPLE],
                          env=env, capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0, run.stderr[-5000:]
     records = json.loads(run.stdout.strip().splitlines()[-1])
