@@ -66,7 +66,7 @@ def block_config(head_dim: int, element_size: int, interpret: bool) -> BlockConf
     registers: its tiles are smaller (64 x 64 fp32 tiles spilled kilobytes of registers per
     thread when compiled). That every kernel in every configuration the launchers can pick
     compiles for sm_80/86/89/90 and fits their shared memory is checked on a CPU by
-    ``tests/kernels/test_triton_compile.py``; ``scripts/triton_compile_table.py`` prints the
+    ``tests/kernels/test_triton_compile.py``; ``longformer_kernels.compile_table`` prints the
     shared memory and register spills of each. No number here is a GPU timing.
     """
     block_d = max(16, triton.next_power_of_2(head_dim))

@@ -2,7 +2,7 @@
 device code only, every @triton.jit function and the tl.constexpr globals they read. The host
 side (tiles, launch configurations, layouts, launchers, autograd) is ``triton_attention.py``.
 
-The text of the jit functions is what ``scripts/triton_compile_table.py`` hashes (``_source_hash``)
+The text of the jit functions is what ``longformer_kernels.compile_table`` hashes (``_source_hash``)
 to key the compile results committed in tests/kernels/triton_compile_results.json: editing any
 of them (even whitespace) or a tl.constexpr global here compiles every kernel again.
 

@@ -1,6 +1,6 @@
 """The Triton kernels build for real GPUs, with the tiles GPUs use: checked on a CPU.
 
-``scripts/triton_compile_table.py`` compiles every configuration the launchers can choose
+``python -m longformer_kernels.compile_table`` compiles every configuration the launchers can choose
 (``launch_configurations()``: 6 kernels x fp16 / bf16 / fp32 x BLOCK_D 16..256 x their causal /
 dropout / band-bias / global-keys flags, with ``block_config``'s GPU tiles) for sm_80, sm_86, sm_89 and sm_90,
 down to PTX and a cubin (Triton's ptxas), in a process of its own (the kernel module must be
@@ -22,13 +22,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "triton_compile_table.py"
 
 
 def test_every_launch_configuration_builds_for_gpus(tmp_path):
     out = tmp_path / "records.json"
     env = dict(os.environ, TRITON_INTERPRET="0")
-    command = [sys.executable, str(SCRIPT), "--json", str(out), "--jobs", "2", "--quiet"]
+    command = [sys.executable, "-m", "longformer_kernels.compile_table", "--json", str(out), "--jobs", "2", "--quiet"]
     cache = os.environ.get("LONGFORMER_COMPILE_CACHE")
     if cache is not None:
         command += ["--cache", cache]
@@ -64,7 +63,8 @@ def test_every_launch_configuration_builds_for_gpus(tmp_path):
 # sm_90, so CI itself proves the compiler still accepts each kernel.
 COLD_SAMPLE = """
 import json, tempfile
-import torch, triton_compile_table as t
+import torch
+import longformer_kernels.compile_table as t
 from longformer_kernels.triton_attention import launch_configurations
 configs = launch_configurations()
 picks = []
@@ -81,10 +81,8 @@ with tempfile.TemporaryDirectory() as cache:
 
 def test_a_sample_compiles_from_nothing():
     env = dict(os.environ, TRITON_INTERPRET="0")
-    # run from scripts/, whose triton_compile_table module the sample imports ("python -c" puts
-    # the working folder first on the module path)
-    run = subprocess.run([sys.executable, "-c", COLD_SAMPLE], env=env, capture_output=True, text=True,
-                         cwd=REPO / "scripts")
+    run = subprocess.run([sys.executable, "-c", COLD_SAMPLE],
+                         env=env, capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0, run.stderr[-5000:]
     records = json.loads(run.stdout.strip().splitlines()[-1])
     assert len(records) == 12
