@@ -25,6 +25,7 @@ setup(
         "fairseq_longformer.bench",
         "longformer_kernels",
         "longformer_preprocessing",
+        "longformer_preprocessing.tasks",
     ],
     package_dir={
         "longformer_kernels": "kernels",
