@@ -76,8 +76,12 @@ def alias_occurrences(spans_text: Sequence[str], aliases: Iterable[str]) -> List
     whitespace words), both sides normalized by ``normalize_answer``."""
     stream: List[str] = []  # normalized tokens of the context
     owner: List[int] = []  # the context word each normalized token comes from
+    normalized: Dict[str, List[str]] = {}  # a page repeats its words: normalize each once
     for index, word in enumerate(spans_text):
-        for token in normalize_answer(word).split():
+        tokens = normalized.get(word)
+        if tokens is None:
+            tokens = normalized[word] = normalize_answer(word).split()
+        for token in tokens:
             stream.append(token)
             owner.append(index)
     where: Dict[str, List[int]] = defaultdict(list)

@@ -37,9 +37,11 @@ def _elements(path: str, bad: List[BadExample]) -> Iterator[ET.Element]:
 def article_text(element: ET.Element) -> str:
     """Title, then one line per paragraph (inline elements' text included)."""
     paragraphs = element.findall(".//p") or [element]
-    lines = [" ".join("".join(p.itertext()).split()) for p in paragraphs]
+    lines = [line for line in (" ".join("".join(p.itertext()).split()) for p in paragraphs) if line]
+    if not lines:  # a title alone is no article
+        return ""
     title = " ".join((element.get("title") or "").split())
-    return "\n".join(line for line in [title, *lines] if line)
+    return "\n".join([title, *lines] if title else lines)
 
 
 def read_labels(path: str, bad: List[BadExample]) -> Dict[str, str]:
