@@ -12,9 +12,9 @@
 #   --max-source-positions 16384 --max-target-positions 1024 --beam 4 --gen-subset test
 #
 # Settings: the paper's LED-large on 16K-token sources (w = 512, i.e. attention_window 1024),
-# Adam, lr 3e-5, global attention on the first <s>; our choices where the paper says nothing:
-# batch 16 documents (UPDATE_FREQ x BATCH_SIZE), 5 epochs, 10% linear warmup then linear decay,
-# label smoothing 0.1 (BART's fine-tuning recipe), clip 0.1, fp16, gradient checkpointing.
+# Adam, lr 3e-5, global attention on the first source token (the LED model's default); our
+# choices where the paper says nothing: batch 16 documents (UPDATE_FREQ x BATCH_SIZE), 5
+# epochs, 10% linear warmup then linear decay, label smoothing 0.1 (BART's fine-tuning recipe), clip 0.1, fp16, gradient checkpointing.
 # CPU=1: a smoke run (fp32, batch 2, 2 updates).
 #
 # Environment (defaults): DATA (required), LED (required: longformer-convert-bart's folder),

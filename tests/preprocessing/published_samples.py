@@ -48,6 +48,7 @@ def write_hyperpartisan(root: Path, count: int, seed: int) -> Dict[str, object]:
     attribute, ``<p>`` paragraphs with inline ``<a href>`` and ``<q>``) and
     ``ground-truth-training-byarticle-20181122.xml``; plus an article without a label, one with a
     label that is not true/false, an empty one."""
+    root.mkdir(parents=True, exist_ok=True)
     texts = paragraphs(2 * count, seed)
     articles, truth, expected = ['<?xml version="1.0" encoding="UTF-8"?>', "<articles>"], \
         ['<?xml version="1.0" encoding="UTF-8"?>', "<articles>"], {}
