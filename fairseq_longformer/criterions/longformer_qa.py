@@ -95,6 +95,8 @@ class LongformerQACriterion(FairseqCriterion):
         em = f1 = 0.0
         for example, record in enumerate(sample["records"]):
             row = chosen[example]
+            if "window_records" in sample:  # the chosen window's page (an item may hold several)
+                record = {**sample["window_records"][row], "answers": record["answers"]}
             s = int(first[row] - prefix[row] + offset[row])
             e = int(last[row] - prefix[row] + offset[row])
             chars = record["token_chars"]

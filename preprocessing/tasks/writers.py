@@ -11,7 +11,9 @@ Layouts (``--destdir``):
                   ``translation``'s layout with --source-lang src --target-lang tgt, items ending
                   in </s>, sources cut to --max-source-tokens, targets to --max-target-tokens
   all             stats.json / stats.md: examples, the paper's Table 7 statistics (mean and 95th
-                  percentile wordpieces of the model input), dropped records per reason
+                  percentile wordpieces of the whole model input, before any cut: ``tokens``),
+                  the same of what was written (``tokens_written``: TriviaQA's training pages and
+                  arXiv's sources are cut), dropped records per reason
 """
 from __future__ import annotations
 
@@ -78,7 +80,8 @@ def token_spans(word_spans: Sequence[Tuple[int, int]], token_word: np.ndarray, n
 
 class SplitWriter:
     """Writes one shape's examples of every split into ``folder``; ``write`` returns the model
-    input length (wordpieces, specials included) of the example, for the statistics."""
+    input length (wordpieces, specials included) of the example before and after any cut, for
+    the statistics."""
 
     def __init__(self, folder: str, tokenizer, options):
         self.folder, self.tokenizer, self.options = folder, tokenizer, options
@@ -132,7 +135,7 @@ class ClassificationWriter(SplitWriter):
         self.count(split, tokens)
         if split == "train":
             self.label_counts[example.label] += 1
-        return len(tokens) + 2  # <s> text </s>
+        return len(tokens) + 2, len(tokens) + 2  # <s> text </s>
 
     def finish(self, stats: dict) -> None:
         self.builders.finalize()
@@ -158,6 +161,7 @@ class QAWriter(SplitWriter):
             raise BadExample("no tokens")
         words = words_of(example.context)
         c_tokens, token_word = encode_words(tokenizer, example.context, words)
+        whole = len(q_tokens) + len(c_tokens) + 4  # <s> q </s></s> c </s>
         gold = token_spans(example.spans, token_word, len(words))
         if example.max_context_tokens is not None and len(c_tokens) > example.max_context_tokens:
             c_tokens, token_word = c_tokens[:example.max_context_tokens], token_word[:example.max_context_tokens]
@@ -173,7 +177,7 @@ class QAWriter(SplitWriter):
                   "spans": gold, "context": example.context, "token_chars": chars.tolist()}
         self.side.write(json.dumps(record) + "\n")
         self.count(split, q_tokens, c_tokens)
-        return len(q_tokens) + len(c_tokens) + 4  # <s> q </s></s> c </s>
+        return whole, len(q_tokens) + len(c_tokens) + 4
 
     def finish(self, stats: dict) -> None:
         self.builders.finalize()
@@ -182,14 +186,16 @@ class QAWriter(SplitWriter):
 
 class SummaryWriter(SplitWriter):
     def write(self, split: str, example: Summary) -> int:
-        source = self.tokenizer.encode_lines([example.source])[0][: self.options.max_source_tokens - 1]
+        source = self.tokenizer.encode_lines([example.source])[0]
+        whole = len(source) + 1
+        source = source[: self.options.max_source_tokens - 1]
         target = self.tokenizer.encode_lines([example.target])[0][: self.options.max_target_tokens - 1]
         if len(source) == 0 or len(target) == 0:
             raise BadExample("no tokens")
         self.builders.add(self.path(f"{split}.src-tgt.src"), np.append(source, EOS))
         self.builders.add(self.path(f"{split}.src-tgt.tgt"), np.append(target, EOS))
         self.count(split, source, target)
-        return len(source) + 1
+        return whole, len(source) + 1
 
     def finish(self, stats: dict) -> None:
         self.builders.finalize()
@@ -206,18 +212,21 @@ def write_splits(folder: str, tokenizer, options, shape: type,
     writer = WRITERS[shape](folder, tokenizer, options)
     stats = {"kind": options.kind, "tokenizer": options.tokenizer_kind, "splits": {}}
     for split, (source, examples) in splits.items():
-        bad, lengths = Counter(), []
+        bad, lengths, written = Counter(), [], []
         writer.start_split(split)
         for item in examples():
             try:
                 if isinstance(item, BadExample):
                     raise item
-                lengths.append(writer.write(split, item))
+                whole, kept = writer.write(split, item)
+                lengths.append(whole)
+                written.append(kept)
             except BadExample as e:
                 bad[e.reason] += 1
         writer.end_split(split)
         stats["splits"][split] = {"file": source, "examples": len(lengths), "dropped": sum(bad.values()),
-                                  "dropped_by_reason": dict(sorted(bad.items())), "tokens": percentiles(lengths)}
+                                  "dropped_by_reason": dict(sorted(bad.items())), "tokens": percentiles(lengths),
+                                  "tokens_written": percentiles(written)}
         if not lengths:
             raise SystemExit(f"longformer-prepare-task: no usable example in {split} ({source}): "
                              + (", ".join(f"{n} {r}" for r, n in bad.most_common()) or "no record found"))
@@ -227,12 +236,14 @@ def write_splits(folder: str, tokenizer, options, shape: type,
 
 def render_markdown(stats: dict) -> str:
     lines = [f"# {stats['kind']} data ({stats['tokenizer']} tokens)", "",
-             "Model input lengths in wordpieces, specials included (the paper's Table 7: mean and p95).", "",
-             "| split | examples | dropped | mean tokens | p50 | p90 | p95 | max |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "Model input lengths in wordpieces, specials included, before any cut (the paper's Table 7: "
+             "mean and p95), and the mean and max of what was written.", "",
+             "| split | examples | dropped | mean tokens | p50 | p90 | p95 | max | written mean | written max |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for split, s in stats["splits"].items():
-        t = s["tokens"]
+        t, w = s["tokens"], s["tokens_written"]
         lines.append(f"| {split} | {s['examples']} | {s['dropped']} | {t['mean']} | {t['p50']} | {t['p90']} "
-                     f"| {t['p95']} | {t['max']} |")
+                     f"| {t['p95']} | {t['max']} | {w['mean']} | {w['max']} |")
     for split, s in stats["splits"].items():
         for reason, n in s["dropped_by_reason"].items():
             lines.append(f"\n{split}: {n} dropped: {reason}")
@@ -245,7 +256,7 @@ def report(stats: dict) -> str:
     for split, s in stats["splits"].items():
         t = s["tokens"]
         lines.append(f"{split}: {s['examples']} examples, {s['dropped']} dropped, wordpieces mean {t['mean']} "
-                     f"p50 {t['p50']} p95 {t['p95']} max {t['max']}")
+                     f"p50 {t['p50']} p95 {t['p95']} max {t['max']} (written: max {s['tokens_written']['max']})")
     for split, s in stats["splits"].items():
         lines.extend(f"{split}: {n} dropped: {reason}" for reason, n in s["dropped_by_reason"].items())
     return "\n".join(lines)

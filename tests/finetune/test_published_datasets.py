@@ -130,6 +130,7 @@ def test_triviaqa_trains_and_evaluates_em_f1(triviaqa_data, converted, work):
     text = run_recipe("finetune_triviaqa.sh", triviaqa_data, converted, work / "save_tq", work / "tq.log",
                       "--doc-stride", "48", "--max-question-tokens", "24")
     assert sorted(train_inner(text)) == [1, 2, 3]
+    assert "valid: 7 examples of 6 questions, scored per question" in text
     valid = valid_metrics(text)
     assert 0 <= valid["em"] <= valid["f1"] <= 100
     correct = valid["em"] / 100 * 6  # 6 dev questions, one page each, every page scored
@@ -150,7 +151,7 @@ def test_triviaqa_loss_is_the_log_sum_over_every_alias_occurrence(triviaqa_data)
     tokens = sample["net_input"]["src_tokens"]
     expected, occurrences = 0.0, 0
     for row in range(windows):
-        record = sample["records"][int(sample["window_example"][row])]
+        record = sample["window_records"][row]  # the window's own page
         prefix, offset = int(sample["window_prefix"][row]), int(sample["window_offset"][row])
         length = int(sample["window_length"][row])
         inside = [(a, b) for a, b in record["spans"] if offset <= a and b < offset + length]
@@ -162,6 +163,7 @@ def test_triviaqa_loss_is_the_log_sum_over_every_alias_occurrence(triviaqa_data)
         p_end = logits[row, real, 1].softmax(-1)
         expected += -math.log(sum(p_start[i] for i in set(starts))) - math.log(sum(p_end[i] for i in set(ends)))
     assert occurrences >= 4  # two names per page, several windows
+    assert len({r["page"] for r in sample["window_records"]}) == 3  # item 0: question 0's two pages
     assert math.isclose(float(loss), expected, rel_tol=1e-5)
 
 

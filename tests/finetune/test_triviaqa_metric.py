@@ -46,3 +46,22 @@ def test_criterion_takes_the_best_alias_with_the_records_normalization():
     assert em == 0.0 and math.isclose(f1, 1.0)  # same words, another order: F1 1, EM 0
     sample["records"][0]["answers"] = ["abel"]
     assert math.isclose(criterion.score(sample, start, end)[1], 2 * 0.5 / 1.5)  # P 1/2, R 1
+
+
+def test_one_question_over_its_pages_scores_the_best_window_of_any_page():
+    from fairseq_longformer.tasks.longformer_qa import group_by_question
+
+    records = [{"question_id": "q1"}, {"question_id": "q2"}, {"question_id": "q1"}, {}]
+    assert group_by_question(records) == [[0, 2], [1], [3]]
+    criterion = LongformerQACriterion.__new__(LongformerQACriterion)
+    criterion.max_answer = 2
+    pages = [{"context": "Noah built", "token_chars": [[0, 4], [5, 10]], "spans": []},
+             {"context": "Abel kept sheep", "token_chars": [[0, 4], [5, 9], [10, 15]], "spans": [[0, 0]]}]
+    start, end = torch.full((2, 6), -9.0), torch.full((2, 6), -9.0)
+    start[0, 2] = end[0, 2] = -2.0  # page 1: "Noah", score -4
+    start[1, 2] = end[1, 2] = -1.0  # page 2: "Abel", score -2: the question's answer
+    sample = {"window_prefix": torch.tensor([2, 2]), "window_offset": torch.tensor([0, 0]),
+              "window_length": torch.tensor([2, 3]), "window_example": torch.tensor([0, 0]),
+              "records": [{**pages[0], "answers": ["abel"], "normalization": "triviaqa"}],
+              "window_records": pages}
+    assert criterion.score(sample, start, end) == (1.0, 1.0)

@@ -93,7 +93,8 @@ def trivia_datum(question_id: str, question: str, value: str, aliases: List[str]
 
 def write_triviaqa(root: Path, questions: int, seed: int, page_paragraphs: int = 3) -> Dict[str, object]:
     """``qa/wikipedia-{train,dev}.json`` and ``evidence/wikipedia/*.txt``: question i asks about a
-    name that occurs in its page (inside the text and as "The <Name>'s"); each file also holds a
+    name that occurs in its page (inside the text and as "The <Name>'s"), the first dev question
+    also lists question 1's page (two pages, one question); each file also holds a
     question whose page file is missing and one whose page escapes the evidence folder."""
     (root / "qa").mkdir(parents=True)
     evidence = root / "evidence" / "wikipedia"
@@ -111,6 +112,8 @@ def write_triviaqa(root: Path, questions: int, seed: int, page_paragraphs: int =
             (evidence / page).write_text(text, encoding="utf-8")
             data.append(trivia_datum(f"tq_{split}_{q}", f"Who is page {q} of the {split} set about?", name,
                                      [name, f"{name} (Bible)"], [page]))
+        if split == "dev" and questions > 1:  # the first dev question has a second page: question 1's
+            data[0]["EntityPages"].append(data[1]["EntityPages"][0])
         data.append(trivia_datum(f"tq_{split}_missing", "Which page is missing?", "Nobody", ["Nobody"],
                                  ["Nobody_at_all.txt"]))
         data.append(trivia_datum(f"tq_{split}_escape", "Which page escapes?", "Secret", ["Secret"],
