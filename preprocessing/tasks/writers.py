@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 from collections import Counter
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
