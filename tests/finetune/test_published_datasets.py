@@ -165,7 +165,7 @@ def test_triviaqa_loss_is_the_log_sum_over_every_alias_occurrence(triviaqa_data)
     assert occurrences >= 4  # two names per page, several windows
     first_item = {r["page"] for r, e in zip(sample["window_records"], sample["window_example"].tolist()) if e == 0}
     assert len(first_item) == 2  # item 0: question 0's two pages
-    assert math.isclose(float(loss), expected, rel_tol=1e-5)
+    assert math.isclose(float(loss.detach()), expected, rel_tol=1e-5)
 
 
 def test_arxiv_trains_an_led_and_generates(imdb_data, work):
