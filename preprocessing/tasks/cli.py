@@ -111,6 +111,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for name in ("max_source_tokens", "max_target_tokens", "max_train_context_tokens"):
         if getattr(a, name, 2) < 2:
             parser.error(f"--{name.replace('_', '-')} must be at least 2, got {getattr(a, name)}")
+    destdir = os.path.realpath(a.destdir)
+    for path in files + folders:  # --overwrite replaces --destdir: it must not hold or be an input
+        if path is not None:
+            real = os.path.realpath(path)
+            if os.path.commonpath([destdir, real]) in (destdir, real):
+                parser.error(f"--destdir {a.destdir} overlaps the input {path}: write somewhere else")
     if a.kind == "imdb":
         for folder in (a.train, a.valid, a.test):
             if folder is not None:

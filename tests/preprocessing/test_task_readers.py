@@ -72,6 +72,17 @@ def test_imdb_refuses_a_folder_without_pos_and_neg(tmp_path, gpt2_args, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_destdir_overlapping_an_input_is_refused(tmp_path, gpt2_args, capsys):
+    write_aclimdb(tmp_path / "aclImdb" / "train", 2, seed=1)
+    before = sorted(p.name for p in (tmp_path / "aclImdb" / "train").iterdir())
+    for destdir in (tmp_path / "aclImdb", tmp_path / "aclImdb" / "train", tmp_path / "aclImdb" / "train" / "pos"):
+        with pytest.raises(SystemExit):
+            main(["imdb", "--train", str(tmp_path / "aclImdb" / "train"), "--valid", str(tmp_path / "aclImdb" / "train"),
+                  "--destdir", str(destdir), "--overwrite", *gpt2_args])
+        assert "overlaps the input" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "aclImdb" / "train").iterdir()) == before
+
+
 def test_hyperpartisan_xml_and_the_seeded_80_10_10_split(tmp_path, gpt2_args, bpe, capsys):
     wrote = write_hyperpartisan(tmp_path, 20, seed=3)
     out = tmp_path / "out"
