@@ -15,9 +15,10 @@ from .examples import QA, BadExample, Classification, check_label
 
 
 def read_jsonl(path: str) -> Iterator[Union[dict, BadExample]]:
-    """Every line's JSON object, or a BadExample for a line that is not one."""
+    """Every line's JSON object (its line number under ``"__line__"``), or a BadExample for a line
+    that is not one."""
     with open(path, "rb") as f:
-        for raw in f:
+        for number, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
             try:
@@ -25,7 +26,7 @@ def read_jsonl(path: str) -> Iterator[Union[dict, BadExample]]:
             except (UnicodeDecodeError, ValueError):
                 yield BadExample("broken JSON")
                 continue
-            yield obj if isinstance(obj, dict) else BadExample("broken JSON")
+            yield {**obj, "__line__": number} if isinstance(obj, dict) else BadExample("broken JSON")
 
 
 def text_field(obj: dict, name: str) -> str:
@@ -56,7 +57,7 @@ def check_qa(obj: dict) -> QA:
             raise BadExample("answer not at its offset")
         checked.append((text, start))
     spans = text_occurrences(context, words_of(context), checked)
-    return QA(question, context, spans, gold=[t for t, _ in checked])
+    return QA(question, context, spans, gold=[t for t, _ in checked], key={"line": obj["__line__"]})
 
 
 def read(path: str, kind: str) -> Iterator[Union[Classification, QA, BadExample]]:
