@@ -1,5 +1,5 @@
 """``longformer-prepare-task KIND``: fine-tuning data as fairseq binaries whose ids match a
-pretrained model's dictionary (``writers`` describes the output layouts).
+pretrained model's dictionary (output layouts: docs/finetuning.md and the writers module).
 
   classification --train F --valid F [--test F]      the project's JSON lines ({"text", "label"})
   qa             --train F --valid F [--test F]      the project's JSON lines (SQuAD-style)
