@@ -29,6 +29,7 @@ setup(
         "longformer_tools.bench",
         "longformer_tools.cli",
         "longformer_tools.report",
+        "longformer_preprocessing.tasks",
     ],
     package_dir={
         "longformer_kernels": "kernels",

@@ -6,7 +6,10 @@ the window's non-padding positions; "every gold start" sums the probability of a
 of an answer (the paper's TriviaQA loss). A window without an answer has ``<s>`` as gold.
 Prediction (in evaluation): per window the span (s <= e < s + --max-answer-tokens, both in the
 window's context) with the largest log p(start) + log p(end); per example the best over its
-windows; ``em`` and ``f1`` in percent of examples, max over the gold answers.
+windows; ``em`` and ``f1`` in percent of examples, max over the gold answers, both texts
+normalized as the record says: SQuAD v1.1's evaluation (punctuation removed) or TriviaQA's
+(``triviaqa_evaluation.py``: underscores and punctuation to spaces), the gold answers of a
+TriviaQA record being its normalized aliases.
 """
 import collections
 import math
@@ -16,6 +19,8 @@ import string
 import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
+
+from longformer_preprocessing.tasks.answer_spans import normalize_answer as triviaqa_normalize
 
 from .finetune_metrics import log_loss, log_percents
 
@@ -27,12 +32,15 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
-def exact_match(prediction: str, gold: str) -> float:
-    return float(normalize_answer(prediction) == normalize_answer(gold))
+NORMALIZERS = {"squad": normalize_answer, "triviaqa": triviaqa_normalize}
 
 
-def f1_score(prediction: str, gold: str) -> float:
-    predicted, wanted = normalize_answer(prediction).split(), normalize_answer(gold).split()
+def exact_match(prediction: str, gold: str, normalize=normalize_answer) -> float:
+    return float(normalize(prediction) == normalize(gold))
+
+
+def f1_score(prediction: str, gold: str, normalize=normalize_answer) -> float:
+    predicted, wanted = normalize(prediction).split(), normalize(gold).split()
     common = sum((collections.Counter(predicted) & collections.Counter(wanted)).values())
     if common == 0:
         return 0.0
@@ -87,12 +95,15 @@ class LongformerQACriterion(FairseqCriterion):
         em = f1 = 0.0
         for example, record in enumerate(sample["records"]):
             row = chosen[example]
+            if "window_records" in sample:  # the chosen window's page (an item may hold several)
+                record = {**sample["window_records"][row], "answers": record["answers"]}
             s = int(first[row] - prefix[row] + offset[row])
             e = int(last[row] - prefix[row] + offset[row])
             chars = record["token_chars"]
             predicted = record["context"][chars[s][0]:chars[e][1]]
-            em += max(exact_match(predicted, gold) for gold in record["answers"])
-            f1 += max(f1_score(predicted, gold) for gold in record["answers"])
+            normalize = NORMALIZERS[record.get("normalization", "squad")]
+            em += max(exact_match(predicted, gold, normalize) for gold in record["answers"])
+            f1 += max(f1_score(predicted, gold, normalize) for gold in record["answers"])
         return em, f1
 
     @staticmethod

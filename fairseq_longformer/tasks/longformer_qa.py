@@ -11,7 +11,10 @@ is one example with all its windows, so every batch holds whole examples and the
 an example's windows can be combined (the best start + end log-probability over all windows).
 
 Targets: every occurrence of an answer inside a window (``longformer-prepare-task qa`` lists them
-all); a window without one points at ``<s>``. Data: ``{split}.question/.context`` binaries and
+all); a window without one points at ``<s>``. Outside training, the examples whose records share a
+``question_id`` (TriviaQA: one example per question and page) form one item, so the prediction is
+the best span over all of the question's pages: TriviaQA's official Wikipedia evaluation scores
+questions, not question-page pairs. Data: ``{split}.question/.context`` binaries and
 ``{split}.qa.jsonl`` (answer texts, spans, the context's character offsets per token).
 """
 import json
@@ -41,6 +44,23 @@ class LongformerQAConfig(LongformerFinetuneConfig):
     span_head_name: str = field(default="qa", metadata={"help": "name of the span (start/end) head"})
 
 
+def group_by_question(records: List[dict]) -> List[List[int]]:
+    """Example indices grouped by their record's ``question_id`` in first-appearance order; a
+    record without one stands alone."""
+    groups: List[List[int]] = []
+    where = {}
+    for index, record in enumerate(records):
+        key = record.get("question_id")
+        if key is None:
+            groups.append([index])
+            continue
+        if key not in where:
+            where[key] = len(groups)
+            groups.append([])
+        groups[where[key]].append(index)
+    return groups
+
+
 def window_starts(context_len: int, window: int, stride: int) -> List[int]:
     """Start offsets of the windows of ``window`` tokens covering ``context_len`` tokens."""
     stride = max(1, min(stride, window))
@@ -52,9 +72,9 @@ def window_starts(context_len: int, window: int, stride: int) -> List[int]:
 
 class QADataset(ExampleDataset):
     def __init__(self, questions, contexts, records: List[dict], dictionary: Dictionary, cfg: LongformerQAConfig,
-                 shuffle: bool):
+                 shuffle: bool, groups: List[List[int]]):
         self.questions, self.contexts, self.records, self.dictionary = questions, contexts, records, dictionary
-        self.cfg = cfg
+        self.cfg, self.groups = cfg, groups
         q_lens = np.minimum(questions.sizes, cfg.max_question_tokens)
         prefix = q_lens + 3  # <s> question </s></s>
         self.window = cfg.max_positions - prefix - 1  # context tokens per window (then </s>)
@@ -64,9 +84,20 @@ class QADataset(ExampleDataset):
         sizes = [sum(int(prefix[i]) + min(int(self.window[i]), int(contexts.sizes[i]) - s) + 1
                      for s in window_starts(int(contexts.sizes[i]), int(self.window[i]), cfg.doc_stride))
                  for i in range(len(records))]
-        super().__init__(np.array(sizes), shuffle, cfg.seed)
+        super().__init__(np.array([sum(sizes[i] for i in group) for group in groups]), shuffle, cfg.seed)
 
     def __getitem__(self, index):
+        """All windows of the group's examples (one example, or one question's pages)."""
+        item = {"id": index, "windows": [], "offsets": [], "records": []}
+        for member in self.groups[index]:
+            one = self.example(member)
+            item["windows"] += one["windows"]
+            item["offsets"] += one["offsets"]
+            item["records"] += [one["record"]] * len(one["windows"])
+            item["prefix"], item["question_len"] = one["prefix"], one["question_len"]
+        return item
+
+    def example(self, index):
         d = self.dictionary
         question = self.questions[index][: self.cfg.max_question_tokens]
         context = self.contexts[index]
@@ -82,21 +113,22 @@ class QADataset(ExampleDataset):
     def collater(self, samples):
         if not samples:
             return {}
-        sources, globals_, example, prefix, offset, length = [], [], [], [], [], []
+        sources, globals_, example, prefix, offset, length, records = [], [], [], [], [], [], []
         for b, s in enumerate(samples):
-            for w, off in zip(s["windows"], s["offsets"]):
+            for w, off, record in zip(s["windows"], s["offsets"], s["records"]):
                 sources.append(w)
                 globals_.append(first_tokens_global(len(w), 1 + s["question_len"]))  # <s> + question
                 example.append(b)
                 prefix.append(s["prefix"])
                 offset.append(off)
                 length.append(len(w) - s["prefix"] - 1)
+                records.append(record)
         net_input = collate_inputs(sources, globals_ if self.cfg.global_attention == "task" else None,
                                    self.dictionary.pad(), self.cfg.pad_to_multiple)
         shape = net_input["src_tokens"].shape
         start_gold, end_gold = torch.zeros(shape, dtype=torch.bool), torch.zeros(shape, dtype=torch.bool)
         for row in range(len(sources)):
-            spans = samples[example[row]]["record"]["spans"]
+            spans = records[row]["spans"]
             for first, last in spans:
                 if offset[row] <= first and last < offset[row] + length[row]:
                     start_gold[row, prefix[row] + first - offset[row]] = True
@@ -112,7 +144,8 @@ class QADataset(ExampleDataset):
             "window_prefix": torch.tensor(prefix),
             "window_offset": torch.tensor(offset),
             "window_length": torch.tensor(length),
-            "records": [s["record"] for s in samples],
+            "records": [s["records"][0] for s in samples],  # the answers every window of an item shares
+            "window_records": records,  # each window's own page (context, token characters)
             "nsentences": len(samples),
             "ntokens": sum(len(w) for w in sources),
         }
@@ -140,9 +173,12 @@ class LongformerQATask(LongformerFinetuneTask):
             records = [json.loads(line) for line in f]
         if not len(questions) == len(contexts) == len(records):
             raise ValueError(f"{split}: {len(questions)} questions, {len(contexts)} contexts, {len(records)} records")
+        training = split == "train"
+        groups = [[i] for i in range(len(records))] if training else group_by_question(records)
         self.datasets[split] = QADataset(questions, contexts, records, self.dictionary, self.cfg,
-                                         shuffle=split == "train")
-        logger.info(f"{split}: {len(records)} examples")
+                                         shuffle=training, groups=groups)
+        logger.info(f"{split}: {len(records)} examples" + ("" if len(groups) == len(records) else
+                                                            f" of {len(groups)} questions, scored per question"))
         return self.datasets[split]
 
     def add_head(self, model) -> None:

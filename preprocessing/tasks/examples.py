@@ -1,0 +1,66 @@
+"""The three shapes of fine-tuning example every reader yields, and the bad-record signal.
+
+A reader is a generator over one split that yields examples or ``BadExample`` instances (a bad
+record is data: counted under its reason, reported one line per reason, never fatal unless the
+split ends up empty).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+
+class BadExample(ValueError):
+    """A record that cannot be used; ``reason`` is the counter it is reported under."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Classification:
+    text: str
+    label: str
+
+
+@dataclass
+class QA:
+    """A question over one context. ``spans``: every answer occurrence as inclusive spans of the
+    context's whitespace words (``answer_spans.words_of``); ``gold``: the answer texts the metric
+    compares against; ``normalization``: whose answer normalization the metric uses (``squad`` or
+    ``triviaqa``); ``max_context_tokens``: training truncation (None: keep the whole context);
+    ``require_answer``: drop the example when no span survives (training)."""
+
+    question: str
+    context: str
+    spans: List[Tuple[int, int]]
+    gold: List[str]
+    normalization: str = "squad"
+    max_context_tokens: Optional[int] = None
+    require_answer: bool = True
+    key: dict = field(default_factory=dict)  # identifiers written beside the example (question id, page)
+
+
+@dataclass
+class Summary:
+    """A document and its summary (the LED's source and target)."""
+
+    source: str
+    target: str
+
+
+def check_label(label: str) -> str:
+    """A label is one dictionary word: whitespace inside it would corrupt ``label/dict.txt``."""
+    if any(ch.isspace() for ch in label):
+        raise BadExample("label with whitespace")
+    return label
+
+
+def texts_of(example) -> List[str]:
+    """The texts of an example a sentencepiece model is trained on."""
+    if isinstance(example, Classification):
+        return [example.text]
+    if isinstance(example, QA):
+        return [example.question, example.context]
+    return [example.source, example.target]
