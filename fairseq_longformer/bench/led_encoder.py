@@ -6,7 +6,7 @@ the two encoders timed side by side, round-robin). The console script is
 
 The two contenders hold the same weights: a random fairseq BART with ``bart_positions`` learned
 encoder positions (seed ``case.seed``) whose position table is tiled to the input's length, the
-way ``longformer-convert-bart`` extends it (``conversion.bart.convert_state_dict``), then
+way ``longformer-convert-bart`` extends it (``conversion.from_fairseq.convert_state_dict``), then
 
   led    that state converted (global projections copied from Q, K, V) into the ``led`` model,
          one-sided window ``case.window``, the first token global (the LED's default);
@@ -86,8 +86,9 @@ def build_encoder(case: EncoderCase, impl: Optional[str] = None):
     from fairseq.models.bart import BARTModel
     from fairseq.models.bart.model import bart_base_architecture
 
-    from ..conversion.bart import POSITIONS_KEY, convert_state_dict
-    from ..conversion.positions import extend_positions
+    from ..conversion.fairseq_sources import BART
+    from ..conversion.from_fairseq import convert_state_dict
+    from ..conversion.rules import extend_positions
     from ..models.led import LEDModel, led_base_architecture
 
     impl = impl or case.impl
@@ -98,10 +99,11 @@ def build_encoder(case: EncoderCase, impl: Optional[str] = None):
     state = bart.state_dict()
     del bart
     if impl == "led":
-        state, _ = convert_state_dict(state, case.positions, padding_idx=dictionary.pad())
+        state, _ = convert_state_dict(state, BART, case.positions, padding_idx=dictionary.pad())
         model = LEDModel.build_model(_model_args(case, case.positions, led_base_architecture), task)
     elif impl == "dense":
-        state[POSITIONS_KEY] = extend_positions(state[POSITIONS_KEY], case.positions, padding_idx=dictionary.pad())
+        state[BART.positions_key] = extend_positions(state[BART.positions_key], case.positions,
+                                                     padding_idx=dictionary.pad())
         model = BARTModel.build_model(_model_args(case, case.positions, bart_base_architecture), task)
     else:
         raise ValueError(f"unknown encoder {impl!r}; expected one of {ENCODERS}")

@@ -1,4 +1,4 @@
-"""LED -> Hugging Face LEDForConditionalGeneration (conversion/hf_led.py, longformer-export-hf).
+"""LED -> Hugging Face LEDForConditionalGeneration (conversion/hf_export.py and families/led.py, longformer-export-hf).
 
 The LED is the session's tiny BART converted with per-layer windows 4 and 8 (HF: 8 and 16), so
 the 40-token inputs here cover several windows and HF pads them internally to 48.
@@ -8,8 +8,8 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_longformer.cli import export_hf as export_cli
-from fairseq_longformer.conversion.bart import convert_bart_checkpoint
-from fairseq_longformer.conversion.hf_led import export_led, export_led_model, load_led
+from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
+from fairseq_longformer.conversion.hf_export import export_led, export_led_model, load_led
 
 from tests.led.conftest import LED_POSITIONS, SOURCE_POSITIONS, load
 

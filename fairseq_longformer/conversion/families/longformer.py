@@ -1,8 +1,9 @@
-"""fairseq Longformer <-> Hugging Face transformers (``LongformerForMaskedLM``, and for fine-tuned
-models ``LongformerForSequenceClassification`` / ``LongformerForQuestionAnswering``): the key map,
-and what is decided at this boundary, once. The conversion itself: ``hf_export`` (fairseq -> HF,
-``longformer-export-hf``), ``hf_tokenizer`` (the tokenizer files the export writes), ``hf_import``
-(HF Longformer or RoBERTa -> fairseq, ``longformer-import-hf``).
+"""The Longformer family: fairseq's Longformer encoder (``models/longformer.py``, with its masked-LM,
+classification and QA heads) <-> Hugging Face's ``LongformerForMaskedLM`` /
+``LongformerForSequenceClassification`` / ``LongformerForQuestionAnswering`` (and RoBERTa folders
+on import). This module holds the declarative key map, the config translation both ways and the
+tensors on export; the checks of a built model are ``longformer_checks``, the heads
+``longformer_heads``. The generic export and import (``hf_export``, ``hf_import``) drive it.
 
 Export (``longformer-export-hf``): a fairseq Longformer checkpoint -> a folder that
 ``transformers.LongformerForMaskedLM.from_pretrained`` / ``AutoModelForMaskedLM`` load offline:
@@ -51,9 +52,14 @@ Shapes: V vocabulary (dictionary incl. <mask>), C hidden size, F feed-forward si
 P position rows (= positions + padding_idx + 1, e.g. 4098 for 4,096 tokens), L a head's outputs
 (classes; 2 for QA's start and end).
 """
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+import torch
 from torch import Tensor
+
+from ..rules import DICT_COPY, PLACEHOLDER, check_shapes, from_hf_windows, shape_of, to_hf_windows  # noqa: F401
 
 # ----------------------------------------------------------------------------------------------
 # The key map: one row per module. Columns: fairseq module, HF module, weight shape, bias shape
@@ -100,7 +106,6 @@ FAIRSEQ_TOKENS = FS_ENCODER + "embed_tokens.weight"
 FAIRSEQ_POSITIONS = FS_ENCODER + "embed_positions.weight"
 
 
-
 class HeadRef(NamedTuple):
     """One task head of a fairseq model: kind "classification" (``model.classification_heads``) or
     "span" (``model.span_heads``), and its name there."""
@@ -125,8 +130,6 @@ HF_HEAD_PREFIXES = {None: "lm_head.", "classification": "classifier.", "span": "
 
 HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # model_type -> base-model prefix
 FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
-DICT_COPY = "fairseq_dict.txt"  # the fairseq dictionary, written by export, read by import
-PLACEHOLDER = "hf:{}"  # dict.txt symbol for HF id k when no fairseq dictionary came along
 WEIGHTS_NAME = "model.safetensors"
 # Files of a HF tokenizer, copied into the import's output (OUTDIR/hf_tokenizer/).
 HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
@@ -177,14 +180,165 @@ def reverse_key_map(num_layers: int, base: str = "longformer", global_projection
     return {hf: (fs, shape) for fs, (hf, shape) in key_map(num_layers, base, global_projections, tied, head).items()}
 
 
-def shape_of(spec: Sequence[str], dims: Mapping[str, int]) -> Tuple[int, ...]:
-    """A symbolic shape such as ("V", "C") in numbers, from ``dims`` ({"V": ..., "C": ...})."""
-    return tuple(int(dims[d]) for d in spec)
+@dataclass
+class ExportLayout:
+    """Everything the HF config needs, read from the built fairseq model (not from flags)."""
+
+    num_layers: int
+    num_heads: int
+    hidden: int
+    ffn: int
+    vocab: int
+    position_rows: int
+    padding_idx: int
+    windows: Tuple[int, ...]  # one-sided w per layer
+    layer_norm_eps: float
+    dropout: float
+    attention_dropout: float
+    tied: bool
+    head: Optional[HeadRef] = None  # the task head exported; None: the LM head (a masked LM)
+    outputs: int = 0  # L: the task head's outputs
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def max_positions(self) -> int:
+        return self.position_rows - self.padding_idx - 1
+
+    def dims(self) -> Dict[str, int]:
+        return {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows, "L": self.outputs}
+
+    def hf_shapes(self) -> Dict[str, Tuple[int, ...]]:
+        """HF key -> shape of every tensor the export writes."""
+        dims = self.dims()
+        shapes = {hf: shape_of(spec, dims) for hf, (_, spec) in
+                  reverse_key_map(self.num_layers, "longformer", True, self.tied, self.head).items()}
+        shapes[HF_TOKEN_TYPE.format(base="longformer")] = (1, self.hidden)
+        if self.head is None:
+            shapes[HF_DECODER_BIAS] = (self.vocab,)
+        return shapes
 
 
-def check_shapes(tensors: Mapping[str, Tensor], expected: Mapping[str, Tuple[int, ...]], what: str) -> None:
-    """Raise ValueError naming every tensor whose shape is not the expected one."""
-    wrong = [f"{k}: {tuple(tensors[k].shape)} (expected {shape})" for k, shape in expected.items()
-             if tuple(tensors[k].shape) != shape]
-    if wrong:
-        raise ValueError(f"{what}: tensors with unexpected shapes: " + "; ".join(wrong))
+def hf_config_dict(layout: ExportLayout, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
+    """The LongformerConfig fields export writes, each from the built model or its dictionary (a
+    classification head's labels: ``labels``, the task's label dictionary after its specials)."""
+    from .longformer_heads import head_config
+
+    return {
+        "architectures": [HF_ARCHITECTURES[layout.head and layout.head.kind]],
+        "vocab_size": layout.vocab,  # rows of embed_tokens == len(dictionary) incl. <mask>
+        "hidden_size": layout.hidden,  # embed_tokens.weight.shape[1] (--encoder-embed-dim)
+        "num_hidden_layers": layout.num_layers,  # len(encoder.layers) (--encoder-layers)
+        "num_attention_heads": layout.num_heads,  # self_attn.num_heads (--encoder-attention-heads)
+        "intermediate_size": layout.ffn,  # fc1.out_features (--encoder-ffn-embed-dim)
+        "hidden_act": "gelu",  # checked: fairseq's activation is exact GELU
+        "hidden_dropout_prob": layout.dropout,  # dropout_module.p (--dropout)
+        "attention_probs_dropout_prob": layout.attention_dropout,  # self_attn.config.dropout (--attention-dropout)
+        "max_position_embeddings": layout.position_rows,  # embed_positions rows = tokens + pad + 1
+        "type_vocab_size": 1,  # one all-zero row (fairseq has no segment embeddings)
+        "initializer_range": 0.02,  # fairseq's init_bert_params std (used only to init new heads)
+        "layer_norm_eps": layout.layer_norm_eps,  # LayerNorm.eps of every norm (checked equal)
+        "pad_token_id": dictionary.pad(),
+        "bos_token_id": dictionary.bos(),
+        "eos_token_id": dictionary.eos(),
+        "sep_token_id": dictionary.eos(),  # RoBERTa separates segments with </s>
+        "attention_window": to_hf_windows(layout.windows),  # TWO-sided, per layer
+        "tie_word_embeddings": layout.tied,  # lm_head.weight is embed_tokens.weight
+        **head_config(layout.head, layout.outputs, labels),
+    }
+
+
+def _left_out(key: str, mapping: Mapping, layout: ExportLayout) -> bool:
+    """fairseq tensors an export leaves out on purpose: version counters, heads other than the one
+    exported, and the LM head when a task head is exported."""
+    other_head = key.split(".")[0] in HEAD_MODULES.values() and key not in mapping
+    return key.endswith(".version") or other_head or (layout.head is not None and key.startswith("encoder.lm_head."))
+
+
+def fairseq_to_hf_state(state: Mapping[str, Tensor], layout: ExportLayout) -> Dict[str, Tensor]:
+    """fairseq state dict -> the tensors of model.safetensors (keys and shapes asserted)."""
+    mapping = key_map(layout.num_layers, "longformer", global_projections=True, tied=layout.tied, head=layout.head)
+    state = {k: v for k, v in state.items() if not _left_out(k, mapping, layout)}
+    if layout.tied and layout.head is None:
+        assert torch.equal(state[FAIRSEQ_TIED_HEAD], state[FAIRSEQ_TOKENS]), "tied LM head differs from embeddings"
+        state.pop(FAIRSEQ_TIED_HEAD)
+    missing = sorted(set(mapping) - set(state))
+    unmapped = sorted(set(state) - set(mapping))
+    if missing or unmapped:
+        raise ValueError(f"fairseq state dict does not match the key map: missing {missing}, unmapped {unmapped}")
+    dims = layout.dims()
+    check_shapes(state, {fs: shape_of(spec, dims) for fs, (_, spec) in mapping.items()}, "fairseq model")
+    out = {hf: state[fs].detach().to("cpu", torch.float32).contiguous().clone() for fs, (hf, _) in mapping.items()}
+    # No fairseq counterpart: one zero row adds nothing to any embedding.
+    out[HF_TOKEN_TYPE.format(base="longformer")] = torch.zeros(1, layout.hidden)
+    if layout.head is None:  # HF's alias of lm_head.bias (tied in HF): written so every HF version finds it.
+        out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
+    assert set(out) == set(layout.hf_shapes()), sorted(set(out) ^ set(layout.hf_shapes()))
+    return out
+
+
+# config.json entry -> the HF tensor (base-model prefix "{base}") and dimension that hold the same
+# number: checked against the tensors before anything is sized by the config.
+HF_SIZES = {
+    "vocab_size": ("{base}.embeddings.word_embeddings.weight", 0),
+    "hidden_size": ("{base}.embeddings.word_embeddings.weight", 1),
+    "max_position_embeddings": ("{base}.embeddings.position_embeddings.weight", 0),
+    "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0),
+}
+HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
+
+
+def config_problems(config: Mapping, model_type: str) -> List[str]:
+    """What in a (size-checked) HF config.json fairseq's Longformer cannot take, one line each."""
+    problems: List[str] = []
+
+    def want(name, ok, why):
+        if name in config and not ok(config[name]):
+            problems.append(f"{name} = {config[name]!r}: {why}")
+
+    want("hidden_act", lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only")
+    want("layer_norm_eps", lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
+         f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)")
+    want("position_embedding_type", lambda v: v in (None, "absolute"),
+         "only absolute (learned) positions have a fairseq counterpart")
+    want("is_decoder", lambda v: not v, "a decoder (causal) model is not a masked LM encoder")
+    want("add_cross_attention", lambda v: not v, "cross-attention has no counterpart in the encoder")
+    want("problem_type", lambda v: v in (None, "single_label_classification"),
+         "fairseq's longformer_classification trains single-label cross-entropy")
+    for name, fairseq_id in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2)):
+        want(name, lambda v, i=fairseq_id: v is None or v == i,
+             f"fairseq's Dictionary fixes this id to {fairseq_id}")
+    heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
+    if heads < 1 or hidden % heads:
+        problems.append(f"num_attention_heads = {heads} does not divide hidden_size {hidden}")
+    if model_type == "longformer":
+        _, problem = from_hf_windows(config.get("attention_window"), int(config["num_hidden_layers"]))
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def fairseq_args(data: Path, layers, hidden, ffn, heads, windows, max_positions, dropout, attention_dropout,
+                  untied, head: Optional[HeadRef] = None):
+    """fairseq's parsed training args for the Longformer these sizes describe (its head's task)."""
+    from fairseq import options
+
+    from ...tasks.longformer_mlm import batch_pad_multiple
+    from .longformer_heads import HEAD_TASKS
+
+    if head is None:
+        task = ["--task", "longformer_mlm", "--criterion", "longformer_mlm", "--tokens-per-sample", str(max_positions)]
+    else:  # HF's classifier drops out with hidden_dropout_prob
+        task = HEAD_TASKS[head.kind].flags(head.name) + ["--pooler-dropout", repr(float(dropout))]
+    flags = [str(data), *task, "--arch", "longformer",
+             "--encoder-layers", str(layers), "--encoder-embed-dim", str(hidden),
+             "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
+             "--attention-window", ",".join(map(str, windows)), "--attention-dilation", "1",
+             "--max-positions", str(max_positions),
+             "--pad-to-multiple", str(batch_pad_multiple(windows, max_positions)), "--activation-fn", "gelu",
+             "--dropout", repr(float(dropout)), "--attention-dropout", repr(float(attention_dropout)),
+             "--activation-dropout", "0"]
+    if untied:
+        flags.append("--untie-weights-roberta")
+    parser = options.get_training_parser(default_task="longformer_mlm")
+    return options.parse_args_and_arch(parser, input_args=flags)
+
