@@ -80,11 +80,12 @@ def load_checkpoint(path: Path, kind: str = "RoBERTa", mmap: bool = False) -> di
     except Exception as error:  # not a torch file at all, truncated, ...
         first_line = (str(error).strip().splitlines() or [""])[0]
         raise ValueError(f"{str(path)!r} is not a fairseq {kind} checkpoint: torch.load failed "
-                         f"({type(error).__name__}: {first_line})") from error
+                         f"({type(error).__name__}: {first_line}); pass the model.pt that fairseq-train or a "
+                         "converter wrote") from error
     if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
         found = sorted(map(str, state))[:10] if isinstance(state, Mapping) else type(state).__name__
         raise ValueError(f"{str(path)!r} is not a fairseq checkpoint: expected a dict with a 'model' "
-                         f"state dict, found {found}")
+                         f"state dict, found {found}; pass the model.pt that fairseq-train or a converter wrote")
     return dict(state)
 
 

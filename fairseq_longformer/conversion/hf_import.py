@@ -22,18 +22,17 @@ import types
 import warnings as warnings_module
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import List, Mapping, Optional
 
 import torch
 from torch import Tensor
 
 from ..atomic import check_output_dir, staged_folder
-from ..global_projections import add_missing_global_projections
 from .families import led as led_family
 from .families.longformer import (
-    FAIRSEQ_POSITIONS, FAIRSEQ_TIED_HEAD, FAIRSEQ_TOKENS, HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT,
-    HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, HeadRef, config_problems,
-    fairseq_args, key_map, reverse_key_map,
+    HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT,
+    HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, HeadRef, config_problems, size_problems,
+    fairseq_args, hf_to_fairseq_state, key_map, reverse_key_map,
 )
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, register_head
 from .fairseq_sources import LEDConversionResult
@@ -43,7 +42,7 @@ from .hf_folder import (
     read_hf_config, tensor_shapes, tokenizer_files,
 )
 from .restore import ConvertedCheckpoint, fresh_training_state
-from .rules import check_extendable, check_shapes, extend_positions, from_hf_windows, shape_of
+from .rules import check_extendable, check_shapes, from_hf_windows, shape_of
 
 logger = logging.getLogger(__name__)
 
@@ -122,11 +121,13 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         raise ValueError(f"model_type {model_type!r}: only 'longformer' and 'roberta' folders are imported here "
                          "('led' folders by import_led)")
     base = HF_BASE[model_type]
-    # sizes against the tensors' names and shapes first: nothing below is sized by an unchecked number
-    check_sizes(config, tensor_shapes(hf_dir), {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()},
-                {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
-                ("num_attention_heads",), hf_dir)
     problems = config_problems(config, model_type)
+    if not problems:  # sizes against the tensors' names and shapes: nothing below is sized by an unchecked number
+        check_sizes(config, tensor_shapes(hf_dir), {name: (key.format(base=base), dim)
+                                                    for name, (key, dim) in HF_SIZES.items()},
+                    {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
+                    ("num_attention_heads",), hf_dir)
+        problems = size_problems(config, model_type)
     if problems:
         raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written:\n  - " + "\n  - ".join(problems))
     warnings: List[str] = []
@@ -210,29 +211,9 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         if head is not None:
             register_head(model, head, outputs)
 
-        template = {k: v for k, v in model.state_dict().items()}
         forward = key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied, head=head)
-        new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
-        positions = new[FAIRSEQ_POSITIONS]
-        token_types = state[token_type_key].to(torch.float32)
-        if type_vocab > 1:
-            warnings.append(f"token_type_embeddings rows 1..{type_vocab - 1} dropped: fairseq's RoBERTa has no "
-                            "segment ids (row 0, the one every token gets by default, is kept)")
-        if bool(token_types[0].ne(0).any()):
-            positions = positions + token_types[0]  # every token gets exactly one position row
-            logger.info("token_type_embeddings row 0 is not zero: folded into the position embeddings")
-        new[FAIRSEQ_POSITIONS] = extend_positions(positions, max_positions, padding_idx=padding_idx, init="copy")
-        if model_type == "roberta":  # no global projections: copies of Q, K, V (the paper's init)
-            add_missing_global_projections(new)
-        if tied:
-            new[FAIRSEQ_TIED_HEAD] = new[FAIRSEQ_TOKENS]
-        for key, value in template.items():  # buffers (version counters), a head model's LM head: the builder's
-            if key not in new:
-                assert key.endswith(".version") or (head is not None and key.startswith("encoder.lm_head.")), \
-                    f"fairseq model has a tensor the map does not fill: {key}"
-                new[key] = value
-        assert set(new) == set(template), sorted(set(new) ^ set(template))
-        check_shapes(new, {k: tuple(v.shape) for k, v in template.items()}, "imported fairseq state")
+        new = hf_to_fairseq_state(state, model.state_dict(), forward, token_type_key, max_positions,
+                                  copy_global=(model_type == "roberta"), tied=tied, warnings=warnings)
         model.load_state_dict(new, strict=True)
 
         with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on

@@ -59,7 +59,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..rules import DICT_COPY, PLACEHOLDER, check_shapes, from_hf_windows, shape_of, to_hf_windows  # noqa: F401
+from ..rules import check_shapes, from_hf_windows, shape_of, to_hf_windows
 
 # ----------------------------------------------------------------------------------------------
 # The key map: one row per module. Columns: fairseq module, HF module, weight shape, bias shape
@@ -276,6 +276,44 @@ def fairseq_to_hf_state(state: Mapping[str, Tensor], layout: ExportLayout) -> Di
     return out
 
 
+def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tensor], forward: Mapping,
+                        token_type_key: str, max_positions: int, copy_global: bool, tied: bool,
+                        warnings: List[str]) -> Dict[str, Tensor]:
+    """HF tensors (keys and shapes already checked) -> the state dict of the built fairseq model
+    ``template``: the key map ``forward`` applied, token type row 0 folded into the positions
+    (every token gets exactly one position row, so the sum is unchanged), positions extended,
+    global projections copied from Q, K, V when the source has none (``copy_global``: a RoBERTa;
+    the paper's init), the LM head re-tied; what the map does not fill (version counters, a head
+    model's LM head) is the builder's."""
+    import logging
+
+    from ...global_projections import add_missing_global_projections
+    from ..rules import extend_positions
+
+    new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
+    positions = new[FAIRSEQ_POSITIONS]
+    token_types = state[token_type_key].to(torch.float32)
+    if token_types.shape[0] > 1:
+        warnings.append(f"token_type_embeddings rows 1..{token_types.shape[0] - 1} dropped: fairseq's RoBERTa has "
+                        "no segment ids (row 0, the one every token gets by default, is kept)")
+    if bool(token_types[0].ne(0).any()):
+        positions = positions + token_types[0]
+        logging.getLogger(__name__).info("token_type_embeddings row 0 is not zero: folded into the positions")
+    new[FAIRSEQ_POSITIONS] = extend_positions(positions, max_positions, padding_idx=1, init="copy")
+    if copy_global:
+        add_missing_global_projections(new)
+    if tied:
+        new[FAIRSEQ_TIED_HEAD] = new[FAIRSEQ_TOKENS]
+    for key, value in template.items():
+        if key not in new:
+            assert key.endswith(".version") or key.startswith("encoder.lm_head."), \
+                f"fairseq model has a tensor the map does not fill: {key}"
+            new[key] = value
+    assert set(new) == set(template), sorted(set(new) ^ set(template))
+    check_shapes(new, {k: tuple(v.shape) for k, v in template.items()}, "imported fairseq state")
+    return new
+
+
 # config.json entry -> the HF tensor (base-model prefix "{base}") and dimension that hold the same
 # number: checked against the tensors before anything is sized by the config.
 HF_SIZES = {
@@ -288,7 +326,9 @@ HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
 
 
 def config_problems(config: Mapping, model_type: str) -> List[str]:
-    """What in a (size-checked) HF config.json fairseq's Longformer cannot take, one line each."""
+    """What in a HF config.json fairseq's Longformer cannot take, one line each: the settings
+    first (no size is read), then, once ``sized`` (the sizes checked against the tensors), the
+    rules that involve sizes."""
     problems: List[str] = []
 
     def want(name, ok, why):
@@ -307,6 +347,13 @@ def config_problems(config: Mapping, model_type: str) -> List[str]:
     for name, fairseq_id in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2)):
         want(name, lambda v, i=fairseq_id: v is None or v == i,
              f"fairseq's Dictionary fixes this id to {fairseq_id}")
+    return problems
+
+
+def size_problems(config: Mapping, model_type: str) -> List[str]:
+    """What in a HF config.json, its sizes checked against the tensors, fairseq's Longformer
+    cannot take: heads that do not divide the width, windows that are not one per layer."""
+    problems: List[str] = []
     heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
     if heads < 1 or hidden % heads:
         problems.append(f"num_attention_heads = {heads} does not divide hidden_size {hidden}")
