@@ -165,8 +165,9 @@ def load_led(checkpoint, dict_path=None):
                                 "model was trained with)")
     state = fairseq_checkpoint.load_upgraded(checkpoint, "LED")
     cfg = state["cfg"]
-    if not str(cfg.model.get("arch")).startswith("led"):
-        raise ValueError(f"{str(checkpoint)!r} is not an LED checkpoint (arch {cfg.model.get('arch')!r})")
+    arch = getattr(cfg.model, "arch", None)  # a Namespace (BART's legacy model config) or a DictConfig
+    if not str(arch).startswith("led"):
+        raise ValueError(f"{str(checkpoint)!r} is not an LED checkpoint (arch {arch!r})")
     dictionary = Dictionary.load(str(dict_file))
     rows = state["model"]["encoder.embed_tokens.weight"].shape[0]
     if rows == len(dictionary) + 1 and "<mask>" not in dictionary.indices:

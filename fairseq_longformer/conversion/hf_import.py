@@ -36,7 +36,7 @@ from .families.longformer import (
 )
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, register_head
 from .fairseq_sources import LEDConversionResult
-from .from_fairseq import LED_CRITERION
+from .from_fairseq import LED_CRITERION, parse_windows
 from .hf_folder import (
     check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, placeholder_warning,
     read_hf_config, tensor_shapes, tokenizer_files,
@@ -110,7 +110,6 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
 
-    from longformer_kernels import parse_per_layer
     from ..models.longformer import LongformerModel
 
     hf_dir = Path(hf_dir)
@@ -144,10 +143,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                              "it was trained with (config.json's attention_window // 2)")
         windows, _ = from_hf_windows(config["attention_window"], layers)
     else:
-        windows = parse_per_layer(attention_window if attention_window is not None else "256", layers,
-                                  "attention-window")
-        if any(w < 0 for w in windows):
-            raise ValueError(f"--attention-window must be >= 0 (one-sided), got {attention_window!r}")
+        windows = parse_windows(attention_window if attention_window is not None else "256", layers)
     if max_positions is None:
         max_positions = source_positions if model_type == "longformer" else 4096
     check_extendable(source_positions, max_positions)

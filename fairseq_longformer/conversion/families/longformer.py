@@ -16,8 +16,7 @@ the ``cfg`` fairseq's ``checkpoint_utils`` and ``fairseq-train --restore-file`` 
 
 What is decided at this boundary, once:
 
-* Window. Our ``--attention-window`` w is ONE-sided (each token sees w tokens on each side); HF's
-  ``attention_window`` is TWO-sided. Export writes 2w per layer; import reads HF // 2.
+* Window: one-sided w per layer <-> HF's two-sided ``attention_window`` (the rule: ``rules``).
 * What HF cannot represent stops the export before anything is written, with the setting and the
   reason: dilation > 1 (also per head), causal attention, a window of 0, pre-layer-norm layers,
   scaled embeddings, sinusoidal positions, activations other than exact GELU, layer norms with
@@ -35,14 +34,14 @@ What is decided at this boundary, once:
   ``model.classification_heads`` (RoBERTa's, task ``longformer_classification``) and
   ``model.span_heads`` (task ``longformer_qa``). A head export writes the body and that one head
   (``classifier.dense/out_proj``, or ``qa_outputs``) and no LM head (a fine-tuned model's LM head
-  is whatever pretraining left). Which head, and its labels: ``hf_heads``.
+  is whatever pretraining left). Which head, and its labels: ``longformer_heads``.
 * Dictionary. fairseq's Dictionary is <s>=0, <pad>=1, </s>=2, <unk>=3, then dict.txt's symbols,
   then <mask>, appended by the masked-LM task. HF ids are used as they are: import writes a
   dict.txt whose line k is the placeholder symbol ``hf:{k + 4}`` (a label only: fairseq's binaries
   hold ids, and ``hf:`` cannot be mistaken for the GPT-2 ids in RoBERTa's dict.txt), so fairseq
   id == HF id for every token, and the task's <mask> lands on HF's last id (checked against the
-  tokenizer when the folder has one). A folder ``hf_export`` wrote carries ``fairseq_dict.txt``;
-  import uses it instead, so the way back restores the original symbols.
+  tokenizer when the folder has one). A folder ``hf_export`` wrote carries the dictionary copy
+  (``rules``); import uses it instead, so the way back restores the original symbols.
 
 The key map is one declarative table (``MODULE_TABLE``, ``{}`` = layer index, ``{base}`` = HF's
 base-model prefix); the reverse map is derived from it, and key sets and shapes are asserted both
@@ -131,10 +130,6 @@ HF_HEAD_PREFIXES = {None: "lm_head.", "classification": "classifier.", "span": "
 HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # model_type -> base-model prefix
 FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
 WEIGHTS_NAME = "model.safetensors"
-# Files of a HF tokenizer, copied into the import's output (OUTDIR/hf_tokenizer/).
-HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                      "merges.txt", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model",
-                      "added_tokens.json")
 
 
 def _module_rows(fs_module: str, hf_module: str, weight, bias) -> List[Tuple[str, str, Tuple[str, ...]]]:
