@@ -55,9 +55,14 @@ def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None,
 
 
 def read_checkpoint(path: Path, mmap: bool = False):
-    """Unpickle a fairseq checkpoint file onto the CPU (``mmap``: tensors stay on disk until used).
+    """Unpickle a fairseq checkpoint file onto the CPU (``mmap``: tensors stay on disk until used,
+    for files in torch's zip format; the 2019 releases' legacy format is read whole).
     fairseq checkpoints pickle ``argparse.Namespace`` / omegaconf objects, so this is fairseq's
     own ``weights_only=False``: read only files you trust."""
+    if mmap:
+        import zipfile
+
+        mmap = zipfile.is_zipfile(path)
     return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
 
 
