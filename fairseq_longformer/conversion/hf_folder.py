@@ -153,8 +153,8 @@ def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: M
         value = config.get(name)
         if value is None:
             problems.append(f"it lacks {name}")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
-                or not 1 <= value <= MAX_SIZE:
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_SIZE \
+                or value != int(value):  # the range first: NaN and infinity fail it, and int() of them raises
             problems.append(f"{name} = {value!r} is not a whole number from 1 to {MAX_SIZE}")
         else:
             values[name] = int(value)

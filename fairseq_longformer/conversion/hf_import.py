@@ -275,16 +275,6 @@ def _led_dictionary(hf_dir: Path, vocab: int, dict_txt: Path, warnings: List[str
     return dictionary, source
 
 
-def _led_args(data: Path, flags: List[str], layout):
-    """fairseq's parsed training args for the LED ``flags`` describe (translation task)."""
-    from fairseq import options
-
-    parser = options.get_training_parser(default_task="translation")
-    return options.parse_args_and_arch(parser, input_args=[
-        str(data), "--task", "translation", *flags, "--activation-fn", "gelu", "--dropout", repr(layout.dropout),
-        "--attention-dropout", repr(layout.attention_dropout), "--activation-dropout", repr(layout.activation_dropout)])
-
-
 def import_led(hf_dir, out_dir, overwrite: bool = False):
     """``longformer-import-hf`` on an LED folder: HF ``LEDForConditionalGeneration`` (config.json,
     model.safetensors) -> ``out_dir/model.pt`` (update 0, the cfg of ``fairseq-train --arch led_*
@@ -324,7 +314,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False):
         attention_window=layout.windows, max_positions=layout.encoder_positions,
         decoder_positions=layout.decoder_positions, bart_positions=layout.encoder_positions,
         model_dims=layout.model_dims(), source=hf_dir.absolute(), warnings=warnings)
-    args = _led_args(out_abs, result.model_flags(), layout)
+    args = led_family.fairseq_args(out_abs, result.model_flags(), layout)
     with tempfile.TemporaryDirectory() as scratch:
         dict_txt = Path(scratch) / "dict.txt"
         dictionary, result.dictionary_source = _led_dictionary(hf_dir, layout.vocab, dict_txt, warnings)

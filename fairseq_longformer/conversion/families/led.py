@@ -25,7 +25,7 @@ Shapes: V vocabulary, C width, P_e / P_d encoder / decoder positions (without re
 reserved rows (padding_idx + 1, C) per position table.
 """
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -193,6 +193,16 @@ class LEDLayout:
         """led_large for bart.large's sizes, else led_base (the sizes are given explicitly anyway:
         the two architectures differ in nothing else)."""
         return "led_large" if (self.width, self.encoder_layers) == (1024, 12) else "led_base"
+
+
+def fairseq_args(data, flags: List[str], layout: LEDLayout):
+    """fairseq's parsed training args for the LED ``flags`` describe (translation task)."""
+    from fairseq import options
+
+    parser = options.get_training_parser(default_task="translation")
+    return options.parse_args_and_arch(parser, input_args=[
+        str(data), "--task", "translation", *flags, "--activation-fn", "gelu", "--dropout", repr(layout.dropout),
+        "--attention-dropout", repr(layout.attention_dropout), "--activation-dropout", repr(layout.activation_dropout)])
 
 
 def inspect_led(model) -> LEDLayout:
