@@ -128,7 +128,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                     ("num_attention_heads",), hf_dir)
         problems = size_problems(config, model_type)
     if problems:
-        raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written:\n  - " + "\n  - ".join(problems))
+        raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
     warnings: List[str] = []
     layers, heads = int(config["num_hidden_layers"]), int(config["num_attention_heads"])
     hidden, ffn, vocab = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["vocab_size"])

@@ -168,8 +168,7 @@ class LEDLayout:
             if heads < 1 or int(config["d_model"]) % heads:
                 problems.append(f"{stack}_attention_heads = {heads} does not divide d_model {config['d_model']}")
         if problems:
-            raise ValueError(f"cannot import {where} as a fairseq LED, nothing was written:\n  - "
-                             + "\n  - ".join(problems))
+            raise ValueError(f"cannot import {where} as a fairseq LED, nothing was written: " + "; ".join(problems))
         return cls(
             vocab=int(config["vocab_size"]), width=int(config["d_model"]), encoder_layers=layers,
             decoder_layers=int(config["decoder_layers"]), encoder_ffn=int(config["encoder_ffn_dim"]),

@@ -83,7 +83,7 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
                         f"dictionary's <pad> {dictionary.pad()}: HF derives position ids from pad_token_id")
     if problems:
         raise ValueError(f"cannot export to Hugging Face {HF_ARCHITECTURES[head and head.kind]}, nothing was "
-                         "written:\n  - " + "\n  - ".join(problems))
+                         "written: " + "; ".join(problems))
 
     warnings = []
     others = [h for h in model_heads(model) if h != head]
