@@ -21,6 +21,7 @@ setup(
         "fairseq_longformer.tasks",
         "fairseq_longformer.criterions",
         "fairseq_longformer.conversion",
+        "fairseq_longformer.conversion.families",
         "fairseq_longformer.cli",
         "longformer_kernels",
         "longformer_preprocessing",

@@ -110,7 +110,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     step("roberta pretrained")
 
     # 2. conversion, random and copied positions
-    from fairseq_longformer.conversion.roberta import convert_roberta_checkpoint
+    from fairseq_longformer.conversion.fairseq_sources import convert_roberta_checkpoint
 
     converted = {}
     for init in ("random", "copy"):

@@ -4,13 +4,12 @@ given) that ``transformers.LongformerForMaskedLM.from_pretrained(OUTDIR)`` loads
 fine-tuned checkpoint exports its head: ``LongformerForSequenceClassification`` (task
 longformer_classification, labels from its label/dict.txt) or ``LongformerForQuestionAnswering``
 (longformer_qa); ``--head-name`` picks one when the checkpoint holds several. An LED checkpoint
-(arch led_*, from longformer-convert-bart) exports as ``LEDForConditionalGeneration``
-(fairseq_longformer/conversion/hf_led.py).
+(arch led_*, from longformer-convert-bart) exports as ``LEDForConditionalGeneration``.
 
 The window is converted to HF's two-sided convention (2w per layer). Settings HF cannot represent
 (dilation, causal attention, ...) stop the export with an error naming them; nothing is written
 (the folder is assembled next to OUTDIR and renamed into place only when complete).
-See fairseq_longformer/conversion/hf_export.py.
+See fairseq_longformer/conversion/hf_export.py (the families: conversion/families/).
 """
 import argparse
 import logging
@@ -46,13 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from ..conversion.hf_export import TokenizerFiles, export_checkpoint
+    from ..conversion.hf_export import export_checkpoint
+    from ..conversion.tokenizer import TokenizerFiles
 
     tokenizer = TokenizerFiles(args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model)
-    from ..conversion.hf_led import is_led_checkpoint
-
-    if is_led_checkpoint(args.checkpoint):  # an LED (models/led.py): LEDForConditionalGeneration
-        return _export_led(args, tokenizer)
     try:
         result = export_checkpoint(args.checkpoint, args.outdir, args.dict_path, tokenizer, args.overwrite,
                                    args.head_name, args.label_dict_path)
@@ -61,22 +57,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     print(f"wrote {result.out_dir} ({result.config['architectures'][0]}, "
           f"attention_window {result.config['attention_window']}, "
-          f"tokenizer: {result.tokenizer or 'none'})")
-    return 0
-
-
-def _export_led(args, tokenizer) -> int:
-    """The LED branch of ``main`` (conversion/hf_led.py); the head flags do not apply to it."""
-    from ..conversion.hf_led import export_led
-
-    try:
-        if args.head_name is not None or args.label_dict_path is not None:
-            raise ValueError("--head-name / --label-dict: an LED checkpoint has no task heads")
-        result = export_led(args.checkpoint, args.outdir, args.dict_path, tokenizer, args.overwrite)
-    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
-        print(f"longformer-export-hf: error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {result.out_dir} (LEDForConditionalGeneration, attention_window {result.config['attention_window']}, "
           f"tokenizer: {result.tokenizer or 'none'})")
     return 0
 

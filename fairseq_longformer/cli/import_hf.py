@@ -5,11 +5,11 @@ sequence-classification or question-answering folder becomes a checkpoint of tas
 longformer_classification (OUTDIR/input0/dict.txt, OUTDIR/label/dict.txt) or longformer_qa.
 
 An LED folder (model_type "led", LEDForConditionalGeneration) becomes an LED checkpoint
-(arch led_base / led_large, task translation): see fairseq_longformer/conversion/hf_led_import.py.
+(arch led_base / led_large, task translation).
 
 A RoBERTa gets its positions extended to --max-positions (default 4096, rows tiled as in the
 paper) and global projections copied from Q, K, V. A Longformer keeps its window (HF's two-sided
-attention_window // 2). See fairseq_longformer/conversion/hf_keymap.py for the dictionary convention.
+attention_window // 2). See fairseq_longformer/conversion/hf_import.py and conversion/families/.
 """
 import argparse
 import logging
@@ -41,43 +41,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from ..conversion.hf_import import import_hf, read_hf_config
+    from ..conversion.fairseq_sources import generate_command
+    from ..conversion.hf_import import LEDImportResult, import_folder
     from ..conversion.restore import continue_command
 
     try:
-        if read_hf_config(args.hf_dir).get("model_type") == "led":
-            return _import_led(args)
-        result = import_hf(args.hf_dir, args.outdir, args.max_positions, args.attention_window, args.overwrite,
-                           args.head_name)
+        result = import_folder(args.hf_dir, args.outdir, args.overwrite, max_positions=args.max_positions,
+                               attention_window=args.attention_window, head_name=args.head_name)
     except (ValueError, FileNotFoundError, FileExistsError) as error:
         print(f"longformer-import-hf: error: {error}", file=sys.stderr)
         return 2
+    if isinstance(result, LEDImportResult):
+        print(f"wrote {result.checkpoint} and {result.dictionary} (LED, dictionary: {result.dictionary_source})")
+        print("fine-tune with:\n  " + continue_command(result.train_flags()) + " ...")
+        print("generate with:\n  " + generate_command(result) + " ...")
+        return 0
     print(f"wrote {result.checkpoint} and {result.dictionary} (dictionary: {result.dictionary_source})")
     print("continue training with: " + continue_command(result.train_flags()))
-    return 0
-
-
-def _import_led(args) -> int:
-    """The LED branch of ``main`` (conversion/hf_led_import.py): an LED keeps its own positions and
-    windows, and has no task heads, so those flags are refused."""
-    from ..conversion.bart import generate_command
-    from ..conversion.hf_led_import import import_led
-    from ..conversion.restore import continue_command
-
-    given = [flag for flag, value in (("--max-positions", args.max_positions),
-                                      ("--attention-window", args.attention_window),
-                                      ("--head-name", args.head_name)) if value is not None]
-    try:
-        if given:
-            raise ValueError(f"{', '.join(given)}: an LED folder keeps its positions and windows (config.json) "
-                             "and has no task heads")
-        result = import_led(args.hf_dir, args.outdir, args.overwrite)
-    except (ValueError, FileNotFoundError, FileExistsError) as error:
-        print(f"longformer-import-hf: error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {result.checkpoint} and {result.dictionary} (LED, dictionary: {result.dictionary_source})")
-    print("fine-tune with:\n  " + continue_command(result.train_flags()) + " ...")
-    print("generate with:\n  " + generate_command(result) + " ...")
     return 0
 
 

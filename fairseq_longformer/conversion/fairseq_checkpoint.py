@@ -1,17 +1,18 @@
-"""Reading a fairseq checkpoint folder and writing a converted one: what every converter of a
-fairseq checkpoint shares (RoBERTa -> Longformer in ``roberta.py``, BART -> LED in ``bart.py``).
+"""Reading a fairseq checkpoint and writing a converted one: what every converter and exporter of
+a fairseq checkpoint shares (``from_fairseq``, ``hf_export``).
 
-  * ``resolve_source`` / ``load_checkpoint``: the source folder (or file) and its dict.txt, with
-    errors naming what is missing or what the file is not;
+  * ``read_checkpoint``: the ONE place a fairseq checkpoint is unpickled (every converter and
+    exporter reads through it, so how checkpoints are trusted is decided here alone);
+  * ``load_checkpoint`` / ``load_upgraded`` / ``architecture``: a checkpoint checked to be a
+    fairseq one (a dict with a 'model' state dict), with errors naming the file and what it is
+    not; ``load_upgraded`` adds fairseq's own upgrades of old checkpoints, as its loader does;
+  * ``resolve_source``: the source folder (or file) and its dict.txt;
   * ``config_sections``, ``config_get``, ``config_set``: the saved configuration, either
     ``cfg`` (Hydra era) or ``args`` (an older argparse Namespace), copied so it can be rewritten;
   * ``check_output``: the output folder checks, run before anything is read or written;
   * ``write_folder``: model.pt, dict.txt and the tokenizer files found next to the source,
     written under temporary names and moved into place, model.pt last (``atomic.atomic_files``);
     a folder this call created is removed again on an error.
-
-Security: fairseq checkpoints pickle ``argparse.Namespace`` / omegaconf objects, so they are read
-with ``torch.load(weights_only=False)``, as fairseq itself does. Convert only files you trust.
 """
 import argparse
 import copy
@@ -53,18 +54,70 @@ def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None,
     return checkpoint, dictionary
 
 
-def load_checkpoint(path: Path, kind: str = "RoBERTa") -> dict:
-    """torch.load a fairseq checkpoint onto the CPU, with an error that says what it is not."""
+def read_checkpoint(path: Path, mmap: bool = False):
+    """Unpickle a fairseq checkpoint file onto the CPU (``mmap``: tensors stay on disk until used,
+    for files in torch's zip format; the 2019 releases' legacy format is read whole).
+    fairseq checkpoints pickle ``argparse.Namespace`` / omegaconf objects, so this is fairseq's
+    own ``weights_only=False``: read only files you trust."""
+    if mmap:
+        import zipfile
+
+        mmap = zipfile.is_zipfile(path)
+    return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+
+
+def checkpoint_file(path) -> Path:
+    """``path`` itself, or ``path/model.pt`` for a folder; FileNotFoundError when absent."""
+    path = Path(path)
+    checkpoint = path / "model.pt" if path.is_dir() else path
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"checkpoint {str(checkpoint)!r} not found")
+    return checkpoint
+
+
+def load_checkpoint(path: Path, kind: str = "RoBERTa", mmap: bool = False) -> dict:
+    """A fairseq checkpoint as a dict, with a one-line error naming the file and what it is not."""
+    if Path(path).is_file() and Path(path).stat().st_size == 0:
+        raise ValueError(f"{str(path)!r} is not a fairseq {kind} checkpoint: the file is empty (an interrupted "
+                         "copy? pass the model.pt that fairseq-train or a converter wrote)")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = read_checkpoint(path, mmap=mmap)
     except Exception as error:  # not a torch file at all, truncated, ...
+        first_line = (str(error).strip().splitlines() or [""])[0]
         raise ValueError(f"{str(path)!r} is not a fairseq {kind} checkpoint: torch.load failed "
-                         f"({type(error).__name__}: {error})") from error
+                         f"({type(error).__name__}: {first_line}); pass the model.pt that fairseq-train or a "
+                         "converter wrote") from error
     if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
-        found = sorted(state)[:10] if isinstance(state, Mapping) else type(state).__name__
+        found = sorted(map(str, state))[:10] if isinstance(state, Mapping) else type(state).__name__
         raise ValueError(f"{str(path)!r} is not a fairseq checkpoint: expected a dict with a 'model' "
-                         f"state dict, found {found}")
+                         f"state dict, found {found}; pass the model.pt that fairseq-train or a converter wrote")
     return dict(state)
+
+
+def architecture(path: Path) -> str:
+    """The ``arch`` a checkpoint's config names ('' when it names none); only the config is read."""
+    state = load_checkpoint(path, "Longformer or LED", mmap=True)
+    args, cfg = state.get("args"), state.get("cfg")
+    model = cfg.get("model") if isinstance(cfg, Mapping) else args
+    if model is None and cfg is not None and not isinstance(cfg, Mapping):
+        model = getattr(cfg, "model", None)
+    arch = config_get(model, "arch") if model is not None else None
+    return arch if isinstance(arch, str) else ""
+
+
+def load_upgraded(path: Path, kind: str) -> dict:
+    """A checkpoint as fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` returns it (cfg as an
+    omegaconf object, old checkpoints upgraded), read through ``read_checkpoint``."""
+    from fairseq import checkpoint_utils
+    from omegaconf import OmegaConf
+
+    state = load_checkpoint(path, kind)
+    if state.get("cfg") is not None:
+        state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
+    state = checkpoint_utils._upgrade_state_dict(state)
+    if state.get("cfg") is None:
+        raise ValueError(f"{str(path)!r} has no fairseq config (cfg/args): not a fairseq checkpoint")
+    return state
 
 
 def config_get(obj, key, default=None):

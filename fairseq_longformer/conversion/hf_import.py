@@ -1,42 +1,50 @@
-"""Import (``longformer-import-hf``): a Hugging Face Longformer or RoBERTa masked-LM folder ->
-``model.pt`` (with the ``cfg`` fairseq's ``checkpoint_utils`` and ``fairseq-train --restore-file``
-read) + ``dict.txt``, with fairseq id == HF id. A RoBERTa gets its positions extended (copied, as
-in the paper) and global projections copied from Q, K, V. The key map and the conventions at this
-boundary (window, token types, LM head, dictionary): ``hf_keymap``.
+"""Import (``longformer-import-hf``): a Hugging Face folder -> a fairseq checkpoint folder
+(``model.pt`` with the ``cfg`` fairseq's ``checkpoint_utils`` and ``fairseq-train --restore-file``
+read, and its task's dictionaries, fairseq id == HF id), driven by the folder's model family
+(``families``); the folder itself is read by ``hf_folder``, its sizes checked against its tensors
+before anything is built.
 
-A sequence-classification or question-answering folder becomes a checkpoint of the fine-tuning
-task that trains that head (``longformer_classification``: ``input0/dict.txt`` and a
-``label/dict.txt`` in id2label's order; ``longformer_qa``: ``dict.txt``), the head under the task's
-default name or ``--head-name``. Such a folder has no LM head: the checkpoint's is freshly
-initialized (the head does not use it).
+* Longformer or RoBERTa (``import_hf``): a masked LM -> task ``longformer_mlm``; a
+  sequence-classification or question-answering folder -> the fine-tuning task that trains that
+  head (``longformer_classification``: ``input0/dict.txt`` and a ``label/dict.txt`` in id2label's
+  order; ``longformer_qa``: ``dict.txt``), the head under the task's default name or
+  ``--head-name``. Such a folder has no LM head: the checkpoint's is freshly initialized (the head
+  does not use it). A RoBERTa gets its positions extended (copied, as in the paper) and global
+  projections copied from Q, K, V.
+* LED (``import_led``): ``LEDForConditionalGeneration`` -> an LED checkpoint (arch ``led_*``, task
+  translation), with the reserved position rows the export kept.
 """
 import copy
-import json
 import logging
 import shutil
 import tempfile
+import types
 import warnings as warnings_module
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import List, Mapping, Optional
 
 import torch
 from torch import Tensor
 
 from ..atomic import check_output_dir, staged_folder
-from ..global_projections import add_missing_global_projections
-from ..tasks.longformer_mlm import batch_pad_multiple
-from .hf_heads import HEAD_TASKS, MLM_TOKEN_DICT, register_head
-from .hf_keymap import (
-    DICT_COPY, FAIRSEQ_LAYERNORM_EPS, FAIRSEQ_POSITIONS, FAIRSEQ_TIED_HEAD, FAIRSEQ_TOKENS, HF_BASE,
-    HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_TOKEN_TYPE, HF_TOKENIZER_FILES,
-    PLACEHOLDER, HeadRef, check_shapes, key_map, reverse_key_map, shape_of,
+from .families import led as led_family
+from .families.longformer import (
+    HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT,
+    HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, HeadRef, config_problems, size_problems,
+    fairseq_args, hf_to_fairseq_state, key_map, reverse_key_map,
 )
-from .positions import check_extendable, extend_positions
+from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, register_head
+from .fairseq_sources import LEDConversionResult
+from .from_fairseq import LED_CRITERION, parse_windows
+from .hf_folder import (
+    check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, placeholder_warning,
+    read_hf_config, tensor_shapes, tokenizer_files,
+)
 from .restore import ConvertedCheckpoint, fresh_training_state
+from .rules import check_extendable, check_shapes, from_hf_windows, shape_of
 
 logger = logging.getLogger(__name__)
-
 
 @dataclass
 class ImportResult(ConvertedCheckpoint):
@@ -57,117 +65,6 @@ class ImportResult(ConvertedCheckpoint):
             del flags[at:at + 2]
         return flags + (["--untie-weights-roberta"] if self.untied else [])
 
-
-def read_hf_config(hf_dir) -> Dict[str, object]:
-    """config.json of a HF model folder, or an error naming what the folder is not."""
-    hf_dir = Path(hf_dir)
-    if not hf_dir.is_dir():
-        raise FileNotFoundError(f"{str(hf_dir)!r} is not a folder: pass a Hugging Face model folder")
-    if not (hf_dir / "config.json").is_file():
-        raise FileNotFoundError(f"{str(hf_dir)!r} has no config.json: not a Hugging Face model folder")
-    try:
-        with open(hf_dir / "config.json", encoding="utf-8") as f:
-            config = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{str(hf_dir / 'config.json')!r} is not valid JSON ({error}): a damaged folder?") from error
-    if not isinstance(config, dict):
-        raise ValueError(f"{str(hf_dir / 'config.json')!r} holds a {type(config).__name__}, not a model config")
-    return config
-
-
-def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
-    """The tensors of a HF folder: model.safetensors (possibly sharded) or pytorch_model.bin; a
-    file that does not load (truncated, not a tensor file) is a ValueError naming it."""
-    try:
-        return _load_hf_tensors(Path(hf_dir))
-    except FileNotFoundError:  # no weights file at all: its own message says so
-        raise
-    except Exception as error:  # safetensors' SafetensorError, pickle errors, a damaged index
-        raise ValueError(f"the weights of {str(hf_dir)!r} do not load ({type(error).__name__}: {error}): "
-                         "a damaged or incomplete folder?") from error
-
-
-def _load_hf_tensors(hf_dir: Path) -> Dict[str, Tensor]:
-    from safetensors.torch import load_file
-
-    if (hf_dir / "model.safetensors").is_file():
-        return load_file(str(hf_dir / "model.safetensors"))
-    for index_name, loader in (("model.safetensors.index.json", lambda p: load_file(str(p))),
-                               ("pytorch_model.bin.index.json",
-                                lambda p: torch.load(p, map_location="cpu", weights_only=True))):
-        if (hf_dir / index_name).is_file():
-            with open(hf_dir / index_name, encoding="utf-8") as f:
-                shards = sorted(set(json.load(f)["weight_map"].values()))
-            state = {}
-            for shard in shards:
-                state.update(loader(hf_dir / shard))
-            return state
-    if (hf_dir / "pytorch_model.bin").is_file():
-        return torch.load(hf_dir / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    raise FileNotFoundError(f"{str(hf_dir)!r} has no model.safetensors or pytorch_model.bin")
-
-
-def hf_special_ids(hf_dir) -> Dict[str, int]:
-    """Token text -> id for the tokenizer's added/special tokens, when the folder has a tokenizer."""
-    hf_dir = Path(hf_dir)
-    ids: Dict[str, int] = {}
-    if (hf_dir / "tokenizer.json").is_file():
-        with open(hf_dir / "tokenizer.json", encoding="utf-8") as f:
-            for token in json.load(f).get("added_tokens", []):
-                ids[token["content"]] = int(token["id"])
-    if (hf_dir / "tokenizer_config.json").is_file():
-        with open(hf_dir / "tokenizer_config.json", encoding="utf-8") as f:
-            for index, token in (json.load(f).get("added_tokens_decoder") or {}).items():
-                ids.setdefault(token["content"], int(index))
-    return ids
-
-
-def _check_hf_config(config: Mapping, model_type: str, problems: List[str]) -> None:
-    def want(name, ok, why):
-        if name in config and not ok(config[name]):
-            problems.append(f"{name} = {config[name]!r}: {why}")
-
-    want("hidden_act", lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only")
-    want("layer_norm_eps", lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
-         f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)")
-    want("position_embedding_type", lambda v: v in (None, "absolute"),
-         "only absolute (learned) positions have a fairseq counterpart")
-    want("is_decoder", lambda v: not v, "a decoder (causal) model is not a masked LM encoder")
-    want("add_cross_attention", lambda v: not v, "cross-attention has no counterpart in the encoder")
-    want("problem_type", lambda v: v in (None, "single_label_classification"),
-         "fairseq's longformer_classification trains single-label cross-entropy")
-    for name, fairseq_id in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2)):
-        want(name, lambda v, i=fairseq_id: v is None or v == i,
-             f"fairseq's Dictionary fixes this id to {fairseq_id}")
-    if model_type == "longformer":
-        windows = config.get("attention_window")
-        values = windows if isinstance(windows, list) else [windows] * int(config["num_hidden_layers"])
-        if len(values) != int(config["num_hidden_layers"]) or any(
-                not isinstance(v, int) or v < 2 or v % 2 for v in values):
-            problems.append(f"attention_window = {windows!r}: expected a positive even number (two-sided) "
-                            "or one per layer")
-
-
-def _fairseq_args(data: Path, layers, hidden, ffn, heads, windows, max_positions, dropout, attention_dropout,
-                  untied, head: Optional[HeadRef] = None):
-    from fairseq import options
-
-    if head is None:
-        task = ["--task", "longformer_mlm", "--criterion", "longformer_mlm", "--tokens-per-sample", str(max_positions)]
-    else:  # HF's classifier drops out with hidden_dropout_prob
-        task = HEAD_TASKS[head.kind].flags(head.name) + ["--pooler-dropout", repr(float(dropout))]
-    flags = [str(data), *task, "--arch", "longformer",
-             "--encoder-layers", str(layers), "--encoder-embed-dim", str(hidden),
-             "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
-             "--attention-window", ",".join(map(str, windows)), "--attention-dilation", "1",
-             "--max-positions", str(max_positions),
-             "--pad-to-multiple", str(batch_pad_multiple(windows, max_positions)), "--activation-fn", "gelu",
-             "--dropout", repr(float(dropout)), "--attention-dropout", repr(float(attention_dropout)),
-             "--activation-dropout", "0"]
-    if untied:
-        flags.append("--untie-weights-roberta")
-    parser = options.get_training_parser(default_task="longformer_mlm")
-    return options.parse_args_and_arch(parser, input_args=flags)
 
 
 class DictionaryTask:
@@ -197,6 +94,7 @@ def _labels(config: Mapping) -> List[str]:
     return [id2label[str(k)] for k in range(len(id2label))]
 
 
+
 def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
               overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
     """``longformer-import-hf``: a HF Longformer or RoBERTa (masked LM, sequence classification or
@@ -209,11 +107,9 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     (default: its task's, ``sentence_classification_head`` / ``qa``).
     """
     import fairseq_longformer  # noqa: F401  (registers the model, task and criterion)
-    from fairseq.data import Dictionary
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
 
-    from longformer_kernels import parse_per_layer
     from ..models.longformer import LongformerModel
 
     hf_dir = Path(hf_dir)
@@ -222,13 +118,18 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     model_type = config.get("model_type")
     if model_type not in HF_BASE:
         raise ValueError(f"model_type {model_type!r}: only 'longformer' and 'roberta' folders are imported here "
-                         "('led' folders by conversion/hf_led_import.py's import_led)")
-    problems: List[str] = []
-    _check_hf_config(config, model_type, problems)
-    if problems:
-        raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written:\n  - " + "\n  - ".join(problems))
-    warnings: List[str] = []
+                         "('led' folders by import_led)")
     base = HF_BASE[model_type]
+    problems = config_problems(config, model_type)
+    if not problems:  # sizes against the tensors' names and shapes: nothing below is sized by an unchecked number
+        check_sizes(config, tensor_shapes(hf_dir), {name: (key.format(base=base), dim)
+                                                    for name, (key, dim) in HF_SIZES.items()},
+                    {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
+                    ("num_attention_heads",), hf_dir)
+        problems = size_problems(config, model_type)
+    if problems:
+        raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
+    warnings: List[str] = []
     layers, heads = int(config["num_hidden_layers"]), int(config["num_attention_heads"])
     hidden, ffn, vocab = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["vocab_size"])
     padding_idx = 1
@@ -240,14 +141,9 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         if attention_window is not None:
             raise ValueError("--attention-window applies to RoBERTa folders only: a Longformer keeps the window "
                              "it was trained with (config.json's attention_window // 2)")
-        hf_windows = config["attention_window"]
-        hf_windows = hf_windows if isinstance(hf_windows, list) else [hf_windows] * layers
-        windows = tuple(int(w) // 2 for w in hf_windows)
+        windows, _ = from_hf_windows(config["attention_window"], layers)
     else:
-        windows = parse_per_layer(attention_window if attention_window is not None else "256", layers,
-                                  "attention-window")
-        if any(w < 0 for w in windows):
-            raise ValueError(f"--attention-window must be >= 0 (one-sided), got {attention_window!r}")
+        windows = parse_windows(attention_window if attention_window is not None else "256", layers)
     if max_positions is None:
         max_positions = source_positions if model_type == "longformer" else 4096
     check_extendable(source_positions, max_positions)
@@ -296,60 +192,24 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
 
     # -- fairseq model built through its builders, then filled
     out_abs = Path(out_dir).absolute()
-    args = _fairseq_args(out_abs, layers, hidden, ffn, heads, windows, max_positions,
+    args = fairseq_args(out_abs, layers, hidden, ffn, heads, windows, max_positions,
                          config.get("hidden_dropout_prob", 0.1),
                          config.get("attention_probs_dropout_prob", 0.0) or 0.0, untied=not tied, head=head)
 
     with tempfile.TemporaryDirectory() as scratch:
         dict_txt = Path(scratch) / "dict.txt"
-        copied = hf_dir / DICT_COPY
-        dictionary_source = "placeholders"
-        if copied.is_file():
-            candidate = Dictionary.load(str(copied))
-            candidate.add_symbol("<mask>")
-            if len(candidate) == vocab and candidate.index("<mask>") == vocab - 1:
-                shutil.copyfile(copied, dict_txt)
-                dictionary_source = DICT_COPY
-            else:
-                warnings.append(f"{DICT_COPY} gives {len(candidate)} symbols for {vocab} embedding rows: "
-                                "ignored, placeholders written instead")
-        if dictionary_source == "placeholders":
-            if "<mask>" not in specials:
-                warnings.append(f"no tokenizer says where <mask> is: assuming the last id ({vocab - 1}), where "
-                                "fairseq's masked_lm task appends it")
-            with open(dict_txt, "w", encoding="utf-8") as f:
-                for index in range(4, vocab - 1):
-                    f.write(f"{PLACEHOLDER.format(index)} 0\n")
-        dictionary = Dictionary.load(str(dict_txt))
-        dictionary.add_symbol("<mask>")  # what the masked_lm task does
-        assert len(dictionary) == vocab and dictionary.index("<mask>") == vocab - 1
+        dictionary, dictionary_source = folder_dictionary(hf_dir, vocab, True, dict_txt, warnings)
+        if dictionary_source == "placeholders" and "<mask>" not in specials:
+            warnings.append(f"no tokenizer says where <mask> is: assuming the last id ({vocab - 1}), where "
+                            "fairseq's masked_lm task appends it")
+        assert dictionary.index("<mask>") == vocab - 1
         model = LongformerModel.build_model(copy.deepcopy(args), DictionaryTask(dictionary, max_positions))
         if head is not None:
             register_head(model, head, outputs)
 
-        template = {k: v for k, v in model.state_dict().items()}
         forward = key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied, head=head)
-        new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
-        positions = new[FAIRSEQ_POSITIONS]
-        token_types = state[token_type_key].to(torch.float32)
-        if type_vocab > 1:
-            warnings.append(f"token_type_embeddings rows 1..{type_vocab - 1} dropped: fairseq's RoBERTa has no "
-                            "segment ids (row 0, the one every token gets by default, is kept)")
-        if bool(token_types[0].ne(0).any()):
-            positions = positions + token_types[0]  # every token gets exactly one position row
-            logger.info("token_type_embeddings row 0 is not zero: folded into the position embeddings")
-        new[FAIRSEQ_POSITIONS] = extend_positions(positions, max_positions, padding_idx=padding_idx, init="copy")
-        if model_type == "roberta":  # no global projections: copies of Q, K, V (the paper's init)
-            add_missing_global_projections(new)
-        if tied:
-            new[FAIRSEQ_TIED_HEAD] = new[FAIRSEQ_TOKENS]
-        for key, value in template.items():  # buffers (version counters), a head model's LM head: the builder's
-            if key not in new:
-                assert key.endswith(".version") or (head is not None and key.startswith("encoder.lm_head.")), \
-                    f"fairseq model has a tensor the map does not fill: {key}"
-                new[key] = value
-        assert set(new) == set(template), sorted(set(new) ^ set(template))
-        check_shapes(new, {k: tuple(v.shape) for k, v in template.items()}, "imported fairseq state")
+        new = hf_to_fairseq_state(state, model.state_dict(), forward, token_type_key, max_positions,
+                                  copy_global=(model_type == "roberta"), tied=tied, warnings=warnings)
         model.load_state_dict(new, strict=True)
 
         with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
@@ -357,7 +217,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
             cfg = convert_namespace_to_omegaconf(args)
         checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
                       "model": model.state_dict(), **fresh_training_state()}
-        tokenizer_files = [name for name in HF_TOKENIZER_FILES if (hf_dir / name).is_file()]
+        copied_tokenizer = tokenizer_files(hf_dir)
         head_task = HEAD_TASKS[head.kind] if head is not None else None
         token_dict = head_task.token_dict if head_task is not None else MLM_TOKEN_DICT  # where the task reads it
         for warning in warnings:
@@ -367,15 +227,14 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
             (tmp / token_dict).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(dict_txt, tmp / token_dict)
             if labels is not None:  # label k at index nspecial + k, as the task reads it
+                from fairseq.data import Dictionary
+
                 label_dictionary = Dictionary()
                 for label in labels:
                     label_dictionary.add_symbol(label)
                 (tmp / head_task.label_dict).parent.mkdir(parents=True, exist_ok=True)
                 label_dictionary.save(str(tmp / head_task.label_dict))
-            if tokenizer_files:
-                (tmp / "hf_tokenizer").mkdir()
-                for name in tokenizer_files:
-                    shutil.copyfile(hf_dir / name, tmp / "hf_tokenizer" / name)
+            copy_tokenizer(hf_dir, copied_tokenizer, tmp)
     logger.info(f"imported {model_type} {kind or 'masked LM'} ({layers} layers, window w={list(windows)}, "
                 f"{max_positions} positions) to {out_abs}")
     dims = {"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
@@ -384,3 +243,116 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                         attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
                         model_type=model_type, untied=not tied, dictionary_source=dictionary_source,
                         warnings=warnings, head=head)
+
+
+
+# ----------------------------------------------------------------------------------------------
+# the LED family
+
+
+@dataclass
+class LEDImportResult(LEDConversionResult):
+    """What ``import_led`` wrote: the checkpoint folder, the flags that train and generate with it
+    (``bart_positions`` is the encoder's own: nothing was tiled), where dict.txt came from."""
+
+    dictionary_source: str = "placeholders"
+    warnings: List[str] = field(default_factory=list)
+
+
+def _led_dictionary(hf_dir: Path, vocab: int, dict_txt: Path, warnings: List[str]):
+    """(dictionary of ``vocab`` symbols, where it came from): ``<mask>`` appended when the table
+    has its row (a model from the denoising task), as ``load_led`` does."""
+    specials = hf_special_ids(hf_dir)
+    # BART's tokenizer puts <mask> after the dict.txt symbols
+    dictionary, source = folder_dictionary(hf_dir, vocab, None, dict_txt, warnings,
+                                           placeholder_mask=specials.get("<mask>") == vocab - 1)
+    if source == "placeholders":
+        warnings.append(placeholder_warning())
+    for text in ("<s>", "<pad>", "</s>", "<unk>", "<mask>"):
+        if text in specials and text in dictionary.indices and dictionary.index(text) != specials[text]:
+            raise ValueError(f"the tokenizer puts {text} at id {specials[text]}, fairseq's dictionary at "
+                             f"{dictionary.index(text)}: the ids would not match")
+    return dictionary, source
+
+
+def import_led(hf_dir, out_dir, overwrite: bool = False):
+    """``longformer-import-hf`` on an LED folder: HF ``LEDForConditionalGeneration`` (config.json,
+    model.safetensors) -> ``out_dir/model.pt`` (update 0, the cfg of ``fairseq-train --arch led_*
+    --task translation``) + ``dict.txt``, and the folder's tokenizer files in ``hf_tokenizer/``.
+    Returns an ``LEDImportResult``; raises FileNotFoundError / ValueError with nothing written."""
+    import fairseq_longformer  # noqa: F401  (registers the model)
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+    from safetensors.torch import load_file
+
+    from ..models.led import LEDModel
+
+    hf_dir = Path(hf_dir)
+    check_output_dir(out_dir, overwrite)
+    config = read_hf_config(hf_dir)
+    if config.get("model_type") != "led":
+        raise ValueError(f"{str(hf_dir)!r} has model_type {config.get('model_type')!r}, not 'led'")
+    check_sizes(config, tensor_shapes(hf_dir), led_family.HF_SIZES, led_family.HF_LAYER_COUNTS,
+                led_family.HF_HEAD_COUNTS, hf_dir)
+    layout = led_family.LEDLayout.from_hf_config(config, repr(str(hf_dir)))
+    hf_state = load_hf_state_dict(hf_dir)
+    reserved = None
+    if (hf_dir / led_family.RESERVED_ROWS).is_file():
+        try:
+            reserved = load_file(str(hf_dir / led_family.RESERVED_ROWS))
+        except Exception as error:  # safetensors' own error type: a damaged file
+            raise ValueError(f"{str(hf_dir / led_family.RESERVED_ROWS)!r} does not load ({error})") from error
+    state = led_family.hf_to_fairseq_state(hf_state, layout, reserved)
+    warnings: List[str] = []
+    if reserved is None:
+        warnings.append(f"no {led_family.RESERVED_ROWS} (a folder not exported from fairseq): the position tables' reserved "
+                        "rows are zeros, which no position id reaches")
+
+    out_abs = Path(out_dir).absolute()
+    result = LEDImportResult(
+        checkpoint=out_abs / "model.pt", dictionary=out_abs / "dict.txt", arch=layout.arch(),
+        attention_window=layout.windows, max_positions=layout.encoder_positions,
+        decoder_positions=layout.decoder_positions, bart_positions=layout.encoder_positions,
+        model_dims=layout.model_dims(), source=hf_dir.absolute(), warnings=warnings)
+    args = led_family.fairseq_args(out_abs, result.model_flags(), layout)
+    with tempfile.TemporaryDirectory() as scratch:
+        dict_txt = Path(scratch) / "dict.txt"
+        dictionary, result.dictionary_source = _led_dictionary(hf_dir, layout.vocab, dict_txt, warnings)
+        task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None)
+        model = LEDModel.build_model(args, task)
+        template = model.state_dict()
+        state.update({k: v for k, v in template.items() if k.endswith(".version")})  # the builder's counters
+        if set(state) != set(template):
+            raise ValueError(f"the imported tensors do not fill the fairseq LED: {sorted(set(state) ^ set(template))[:8]}")
+        check_shapes(state, {k: tuple(v.shape) for k, v in template.items()}, f"{str(hf_dir)!r}")
+        model.load_state_dict(state, strict=True)
+        with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
+            warnings_module.simplefilter("ignore")
+            cfg = convert_namespace_to_omegaconf(args)
+        checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+                      "model": model.state_dict(),
+                      **fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}},
+                                             criterion_name=LED_CRITERION)}
+        copied_tokenizer = tokenizer_files(hf_dir)
+        for warning in warnings:
+            logger.warning(warning)
+        with staged_folder(out_dir, overwrite) as tmp:
+            torch.save(checkpoint, tmp / "model.pt")
+            shutil.copyfile(dict_txt, tmp / "dict.txt")
+            copy_tokenizer(hf_dir, copied_tokenizer, tmp)
+    result.copied_files = copied_tokenizer
+    logger.info(f"imported the LED ({layout.encoder_layers} + {layout.decoder_layers} layers, one-sided windows "
+                f"{list(layout.windows)}, {layout.encoder_positions} encoder positions) to {out_abs}")
+    return result
+
+
+def import_folder(hf_dir, out_dir, overwrite: bool = False, **options):
+    """``longformer-import-hf``: the folder's family (config.json's model_type) picks the import;
+    ``options`` (max_positions, attention_window, head_name) apply to the Longformer family only."""
+    if read_hf_config(hf_dir).get("model_type") == "led":
+        given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: an LED folder keeps its positions and windows (config.json) "
+                             "and has no task heads")
+        return import_led(hf_dir, out_dir, overwrite)
+    return import_hf(hf_dir, out_dir, overwrite=overwrite, **options)

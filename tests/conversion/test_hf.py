@@ -17,8 +17,9 @@ from fairseq_longformer.cli import export_hf as export_cli
 from fairseq_longformer.cli import import_hf as import_cli
 from fairseq_longformer.conversion.hf_export import export_model
 from fairseq_longformer.conversion.hf_import import DictionaryTask, import_hf
-from fairseq_longformer.conversion.hf_keymap import DICT_COPY, key_map, reverse_key_map
-from fairseq_longformer.conversion.hf_tokenizer import TokenizerFiles
+from fairseq_longformer.conversion.families.longformer import key_map, reverse_key_map
+from fairseq_longformer.conversion.rules import DICT_COPY
+from fairseq_longformer.conversion.tokenizer import TokenizerFiles
 
 transformers = pytest.importorskip("transformers")
 

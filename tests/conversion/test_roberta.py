@@ -16,7 +16,7 @@ import torch
 import fairseq_longformer  # noqa: F401  (registers the plugin)
 from fairseq.models.roberta import RobertaModel
 from fairseq_longformer.cli import convert_roberta as convert_cli
-from fairseq_longformer.conversion.roberta import convert_roberta_checkpoint
+from fairseq_longformer.conversion.fairseq_sources import convert_roberta_checkpoint
 from fairseq_longformer.models import freezing
 from fairseq_longformer.models.longformer import LongformerModel
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_longformer.conversion.bart import convert_bart_checkpoint
-from fairseq_longformer.conversion.roberta import convert_roberta_checkpoint
+from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
+from fairseq_longformer.conversion.fairseq_sources import convert_roberta_checkpoint
 from tests.conftest import REPO
 from tests.finetune.finetune_helpers import batch, task_and_model
 from tests.preprocessing.published_samples import write_aclimdb, write_arxiv, write_hyperpartisan, write_triviaqa

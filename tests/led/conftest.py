@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import fairseq_longformer  # noqa: F401  (registers the plugin)
-from fairseq_longformer.conversion.bart import convert_bart_checkpoint
+from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
 
 from tests.conftest import KJV, REPO
 

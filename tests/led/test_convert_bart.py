@@ -1,4 +1,4 @@
-"""longformer-convert-bart (conversion/bart.py): what the LED checkpoint holds, and bad input.
+"""longformer-convert-bart (conversion/from_fairseq.py, spec fairseq_sources.BART): what the LED checkpoint holds, and bad input.
 
 The source is a stock fairseq BART (``fairseq-train --arch bart_base --task translation``, 3
 updates; tests/led/conftest.py), in the Hydra-era layout (``cfg``); the older ``args`` layout of
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fairseq_longformer.cli import convert_bart as convert_cli
-from fairseq_longformer.conversion.bart import convert_bart_checkpoint
+from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
 from fairseq_longformer.global_projections import GLOBAL_PROJECTIONS
 
 from tests.led.conftest import LED_POSITIONS, SOURCE_POSITIONS, load

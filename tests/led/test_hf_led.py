@@ -1,4 +1,4 @@
-"""LED -> Hugging Face LEDForConditionalGeneration (conversion/hf_led.py, longformer-export-hf).
+"""LED -> Hugging Face LEDForConditionalGeneration (conversion/hf_export.py and families/led.py, longformer-export-hf).
 
 The LED is the session's tiny BART converted with per-layer windows 4 and 8 (HF: 8 and 16), so
 the 40-token inputs here cover several windows and HF pads them internally to 48.
@@ -8,8 +8,8 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_longformer.cli import export_hf as export_cli
-from fairseq_longformer.conversion.bart import convert_bart_checkpoint
-from fairseq_longformer.conversion.hf_led import export_led, export_led_model, load_led
+from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
+from fairseq_longformer.conversion.hf_export import export_led, export_led_model, load_led
 
 from tests.led.conftest import LED_POSITIONS, SOURCE_POSITIONS, load
 
@@ -133,3 +133,23 @@ def test_unrepresentable_led_is_refused_and_nothing_written(led_windows_dir, tmp
     assert not out.exists()
     with pytest.raises(FileNotFoundError, match="pass --dict"):
         export_led(folder / "model.pt", out, dict_path=tmp_path / "missing.txt")
+
+
+def test_windows_transformers_cannot_run_are_refused_at_export(bart_dir, tmp_path, capsys):
+    """Per-layer windows 64 and 96 (HF 128 and 192): HF's LED pads every input to a multiple of the
+    largest window and asserts each layer's divides it, so such a folder fails on its first forward.
+    The export refuses it with one line, writes nothing and leaves its inputs as they were."""
+    from fairseq_longformer.cli import convert_bart as convert_cli
+
+    led = tmp_path / "led"
+    assert convert_cli.main(["--source", str(bart_dir), "--output", str(led), "--max-positions",
+                             str(LED_POSITIONS), "--attention-window", "64,96"]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in led.iterdir()}
+    out = tmp_path / "hf"
+    assert export_cli.main([str(led), str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("longformer-export-hf: error:") and err.count("\n") == 0, err
+    assert "--attention-window 64,96" in err and "divide the largest" in err and "Traceback" not in err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["led"]
+    assert {p.name: p.read_bytes() for p in led.iterdir()} == before

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from fairseq_longformer.cli import import_hf as import_cli
-from fairseq_longformer.conversion.bart import convert_bart_checkpoint
-from fairseq_longformer.conversion.hf_led import RESERVED_ROWS, export_led, load_led
-from fairseq_longformer.conversion.hf_led_import import import_led
+from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
+from fairseq_longformer.conversion.families.led import RESERVED_ROWS
+from fairseq_longformer.conversion.hf_export import export_led, load_led
+from fairseq_longformer.conversion.hf_import import import_led
 
 from tests.led.conftest import LED_POSITIONS, load
 from tests.led.test_hf_led import LENGTH, hf_forward_inputs, right_padded_batch, same_greedy_output

@@ -9,7 +9,7 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-from fairseq_longformer.conversion.hf_led import export_led_model
+from fairseq_longformer.conversion.hf_export import export_led_model
 from fairseq_longformer.models.led import LEDModel, led_base_architecture
 
 from tests.conversion.test_hf import (  # noqa: F401  (gpt2_files, sentencepiece_file: fixtures)

@@ -4,7 +4,7 @@
 import re
 from pathlib import Path
 
-from fairseq_longformer.conversion.bart import convert_bart_checkpoint
+from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
 
 from tests.conftest import REPO
 from tests.led.conftest import BIN, LANGS, LED_POSITIONS, load, run

@@ -1,10 +1,16 @@
-"""Export of an LED checkpoint (``models/led.py``) to Hugging Face's ``LEDForConditionalGeneration``.
+"""The LED family: fairseq's LED (``models/led.py``) <-> Hugging Face's
+``LEDForConditionalGeneration``. The declarative key map (its reverse derived), the config
+translation both ways (``LEDLayout``), the checks of what HF's LED cannot represent, and the
+tensors both ways. The generic export and import (``hf_export``, ``hf_import``) drive it.
 
-The conventions at this boundary, each converted here and nowhere else:
-  * window: fairseq's is one-sided (w per layer); HF's ``attention_window`` is two-sided (2w);
+The conventions at this boundary:
+  * window: one-sided w per encoder layer <-> HF's two-sided ``attention_window`` (``rules``);
   * positions: fairseq's learned tables have ``padding_idx + 1`` reserved rows before position 0;
     HF's ``LEDLearnedPositionalEmbedding`` indexes from 0, so the export drops those rows
-    (``max_encoder_position_embeddings`` = the encoder's positions, 16,384 for the released LED);
+    (``max_encoder_position_embeddings`` = the encoder's positions, 16,384 for the released LED)
+    and keeps them in ``fairseq_reserved_positions.safetensors``, so that fairseq -> HF ->
+    fairseq gives back every tensor bit for bit; a folder without that file (an LED trained in
+    HF) gets zero rows there (no position id reaches them);
   * embeddings: fairseq BART shares one table between encoder, decoder and output projection; HF
     keeps it as ``led.shared`` (tied to both ``embed_tokens`` and ``lm_head``), and adds a zero
     ``final_logits_bias``;
@@ -15,34 +21,18 @@ The conventions at this boundary, each converted here and nowhere else:
   * padding: fairseq's positions skip padding (left or right), HF's count from 0 whatever the
     padding, so the two agree on right-padded (or unpadded) input, which is HF's convention.
 
-The key map is declarative (``{}`` = layer index), its reverse derived; the fairseq model is
-built through fairseq (``load_led``), every setting HF's LED cannot represent is named before
-anything is written, and the folder is assembled next to the output and renamed into place
-(``atomic.staged_folder``). The export also keeps fairseq's reserved position rows, which HF has
-no place for, in ``fairseq_reserved_positions.safetensors`` (no effect on any output: position
-ids start after them), so that the import gives them back.
-
-The import (HF -> fairseq, ``hf_led_import.py``) reads the conventions from here: the key map and
-its reverse, the tensor names, ``LEDLayout`` (with ``LEDLayout.from_hf_config``) and ``load_led``.
-
-Shapes: V vocabulary, C width, P_e / P_d encoder / decoder positions (without reserved rows).
+Shapes: V vocabulary, C width, P_e / P_d encoder / decoder positions (without reserved rows);
+reserved rows (padding_idx + 1, C) per position table.
 """
-import logging
-import types
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from ..atomic import check_output_dir, staged_folder
-from .hf_tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
-
-logger = logging.getLogger(__name__)
+from ..rules import from_hf_windows, is_exact_gelu, to_hf_windows, window_problems
 
 HF_ARCHITECTURE = "LEDForConditionalGeneration"
-DICT_COPY = "fairseq_dict.txt"  # the fairseq dictionary, as the Longformer export writes it
 
 # fairseq module -> HF module, in every encoder layer
 ENCODER_LAYER = (
@@ -84,6 +74,18 @@ RESERVED_ROWS = "fairseq_reserved_positions.safetensors"
 HF_LAYOUT_KEYS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim",
                   "decoder_ffn_dim", "encoder_attention_heads", "decoder_attention_heads",
                   "max_encoder_position_embeddings", "max_decoder_position_embeddings", "attention_window")
+# config.json entry -> the HF tensor (any of the names, all one tied table) and dimension that hold
+# the same number: checked against the tensors before anything is sized by the config.
+HF_SIZES = {
+    "vocab_size": ((TOKENS[1], *HF_TIED), 0),
+    "d_model": ((TOKENS[1], *HF_TIED), 1),
+    "max_encoder_position_embeddings": (POSITIONS[0][1], 0),
+    "max_decoder_position_embeddings": (POSITIONS[1][1], 0),
+    "encoder_ffn_dim": ("led.encoder.layers.0.fc1.weight", 0),
+    "decoder_ffn_dim": ("led.decoder.layers.0.fc1.weight", 0),
+}
+HF_LAYER_COUNTS = {"encoder_layers": "led.encoder.layers.", "decoder_layers": "led.decoder.layers."}
+HF_HEAD_COUNTS = ("encoder_attention_heads", "decoder_attention_heads")
 
 
 def led_key_map(encoder_layers: int, decoder_layers: int) -> Dict[str, str]:
@@ -130,7 +132,7 @@ class LEDLayout:
             "encoder_attention_heads": self.encoder_heads, "decoder_attention_heads": self.decoder_heads,
             "max_encoder_position_embeddings": self.encoder_positions,
             "max_decoder_position_embeddings": self.decoder_positions,
-            "attention_window": [2 * w for w in self.windows],  # HF: two-sided
+            "attention_window": to_hf_windows(self.windows),
             "activation_function": "gelu", "dropout": self.dropout, "attention_dropout": self.attention_dropout,
             "activation_dropout": self.activation_dropout,
             "pad_token_id": dictionary.pad(), "bos_token_id": dictionary.bos(), "eos_token_id": dictionary.eos(),
@@ -158,18 +160,15 @@ class LEDLayout:
                                  ("decoder_start_token_id", 2)):  # fairseq's decoder starts with </s>
             want(name, fairseq_id, lambda v, i=fairseq_id: v == i, f"fairseq's dictionary and decoder fix it to {fairseq_id}")
         layers = int(config["encoder_layers"])
-        windows = config["attention_window"]
-        windows = windows if isinstance(windows, list) else [windows] * layers
-        if len(windows) != layers or any(not isinstance(w, int) or w < 2 or w % 2 for w in windows):
-            problems.append(f"attention_window = {config['attention_window']!r}: expected a positive even number "
-                            f"(two-sided) or one per encoder layer ({layers})")
+        windows, window_problem = from_hf_windows(config["attention_window"], layers)
+        if window_problem:
+            problems.append(window_problem)
         for stack in ("encoder", "decoder"):
             heads = int(config[f"{stack}_attention_heads"])
             if heads < 1 or int(config["d_model"]) % heads:
                 problems.append(f"{stack}_attention_heads = {heads} does not divide d_model {config['d_model']}")
         if problems:
-            raise ValueError(f"cannot import {where} as a fairseq LED, nothing was written:\n  - "
-                             + "\n  - ".join(problems))
+            raise ValueError(f"cannot import {where} as a fairseq LED, nothing was written: " + "; ".join(problems))
         return cls(
             vocab=int(config["vocab_size"]), width=int(config["d_model"]), encoder_layers=layers,
             decoder_layers=int(config["decoder_layers"]), encoder_ffn=int(config["encoder_ffn_dim"]),
@@ -177,7 +176,7 @@ class LEDLayout:
             decoder_heads=int(config["decoder_attention_heads"]),
             encoder_positions=int(config["max_encoder_position_embeddings"]),
             decoder_positions=int(config["max_decoder_position_embeddings"]),
-            windows=tuple(w // 2 for w in windows), dropout=float(config.get("dropout", 0.1)),
+            windows=windows, dropout=float(config.get("dropout", 0.1)),
             attention_dropout=float(config.get("attention_dropout", 0.0)),
             activation_dropout=float(config.get("activation_dropout", 0.0)), padding_idx=1,
         )
@@ -195,41 +194,33 @@ class LEDLayout:
         return "led_large" if (self.width, self.encoder_layers) == (1024, 12) else "led_base"
 
 
-@dataclass
-class LEDExportResult:
-    out_dir: Path
-    config: Dict[str, object]
-    tokenizer: Optional[str] = None
-    notes: List[str] = field(default_factory=list)
+def fairseq_args(data, flags: List[str], layout: LEDLayout):
+    """fairseq's parsed training args for the LED ``flags`` describe (translation task)."""
+    from fairseq import options
 
-
-def _is_exact_gelu(fn) -> bool:
-    """HF's "gelu" is the erf form; fairseq's "gelu" is the same function (gelu_accurate is not)."""
-    from fairseq import utils
-
-    return fn is utils.get_activation_fn("gelu") or fn is torch.nn.functional.gelu
+    parser = options.get_training_parser(default_task="translation")
+    return options.parse_args_and_arch(parser, input_args=[
+        str(data), "--task", "translation", *flags, "--activation-fn", "gelu", "--dropout", repr(layout.dropout),
+        "--attention-dropout", repr(layout.attention_dropout), "--activation-dropout", repr(layout.activation_dropout)])
 
 
 def inspect_led(model) -> LEDLayout:
     """The layout of a built fairseq LED; raise ValueError naming every setting HF's
     LEDForConditionalGeneration cannot represent."""
-    from ..models.led import LEDModel
+    from ...models.led import LEDModel
 
     if not isinstance(model, LEDModel):
         raise ValueError(f"not an LED model ({type(model).__name__}): export it with the Longformer export")
     encoder, decoder = model.encoder, model.decoder
-    problems = []
-    windows = []
+    windows = [layer.self_attn.config.pattern.window for layer in encoder.layers]
+    problems = window_problems(windows, "encoder layer")
     for i, layer in enumerate(encoder.layers):
         config = layer.self_attn.config
         pattern = config.pattern
         if any(d != 1 for d in pattern.dilation_per_head(layer.self_attn.num_heads)):
             problems.append(f"encoder layer {i}: dilation {pattern.dilation} (HF's LED has none)")
-        if pattern.window < 1:
-            problems.append(f"encoder layer {i}: window {pattern.window} (HF's attention_window must be positive)")
         if not config.global_projections:
             problems.append(f"encoder layer {i}: no global projections (HF's LED always has them)")
-        windows.append(pattern.window)
     for name, stack in (("encoder", encoder), ("decoder", decoder)):
         if stack.layer_norm is not None:
             problems.append(f"{name}: pre-layernorm (--{name}-normalize-before; HF's LED is post-layernorm)")
@@ -240,7 +231,7 @@ def inspect_led(model) -> LEDLayout:
                             "--no-scale-embedding, as BART)")
         if stack.embed_positions is None or not isinstance(stack.embed_positions, torch.nn.Embedding):
             problems.append(f"{name}: no learned positions (HF's LED has learned positions)")
-        if not all(_is_exact_gelu(layer.activation_fn) for layer in stack.layers):
+        if not all(is_exact_gelu(layer.activation_fn) for layer in stack.layers):
             problems.append(f"{name}: activation is not gelu")
     if decoder.embed_tokens is not encoder.embed_tokens or decoder.output_projection.weight is not encoder.embed_tokens.weight:
         problems.append("embeddings not shared between encoder, decoder and output (--share-all-embeddings, as BART)")
@@ -279,58 +270,11 @@ def fairseq_to_hf_state(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str
     return {k: v.detach().clone().contiguous() for k, v in out.items()}
 
 
-def load_led(checkpoint, dict_path=None):
-    """(built fairseq LED in eval mode, its dictionary) from a checkpoint through fairseq's own
-    loader and upgrades. The dictionary: ``dict_path``, else dict.txt next to the checkpoint;
-    ``<mask>`` is added when the embeddings have its row (a model from the denoising task)."""
-    import fairseq_longformer  # noqa: F401  (registers the model)
-    from fairseq import checkpoint_utils
-    from fairseq.data import Dictionary
-
-    checkpoint = Path(checkpoint)
-    if checkpoint.is_dir():
-        checkpoint = checkpoint / "model.pt"
-    if not checkpoint.is_file():
-        raise FileNotFoundError(f"checkpoint {str(checkpoint)!r} not found")
-    dict_file = Path(dict_path) if dict_path is not None else checkpoint.parent / "dict.txt"
-    if not dict_file.is_file():
-        raise FileNotFoundError(f"dictionary {str(dict_file)!r} not found (pass --dict: the dict.txt the "
-                                "model was trained with)")
-    state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
-    cfg = state.get("cfg")
-    if cfg is None or not str(cfg.model.arch).startswith("led"):
-        arch = None if cfg is None else cfg.model.arch
-        raise ValueError(f"{str(checkpoint)!r} is not an LED checkpoint (arch {arch!r})")
-    dictionary = Dictionary.load(str(dict_file))
-    rows = state["model"]["encoder.embed_tokens.weight"].shape[0]
-    if rows == len(dictionary) + 1 and "<mask>" not in dictionary.indices:
-        dictionary.add_symbol("<mask>")
-    # the model needs only the dictionaries of its task: no data folder to set up
-    task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None)
-    from ..models.led import LEDModel
-
-    model = LEDModel.build_model(cfg.model, task)
-    model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
-    return model.eval(), dictionary
 
 
-def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None,
-                     overwrite: bool = False) -> LEDExportResult:
-    """Write a built fairseq LED as a Hugging Face LEDForConditionalGeneration folder
-    (config.json, model.safetensors, fairseq_dict.txt, tokenizer files if given). All checks run
-    before anything is written."""
-    try:
-        from safetensors.torch import save_file
-        from transformers import LEDConfig, LEDForConditionalGeneration
-    except ImportError as error:
-        raise ImportError(f"export needs transformers (pip install 'fairseq-longformer[hf]'): {error}") from error
-    layout = inspect_led(model)
-    if len(dictionary) != layout.vocab:
-        raise ValueError(f"the dictionary has {len(dictionary)} symbols, the model's embeddings {layout.vocab} rows: "
-                         "pass the dict.txt the model was trained with")
-    config = layout.hf_config(dictionary)
-    tensors = fairseq_to_hf_state(model.state_dict(), layout)
-    hf_model = LEDForConditionalGeneration(LEDConfig(**config))
+def load_into_hf(hf_model, tensors: Dict[str, Tensor]) -> None:
+    """Fill a freshly built HF LED with the exported ``tensors``; ValueError when they do not fit
+    it (HF writes the tied tables and the zero logits bias itself)."""
     expected = {k: tuple(v.shape) for k, v in hf_model.state_dict().items()
                 if k not in HF_TIED and k != HF_LOGITS_BIAS}
     got = {k: tuple(v.shape) for k, v in tensors.items()}
@@ -340,39 +284,42 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
     missing, unexpected = hf_model.load_state_dict(tensors, strict=False)
     assert set(missing) == {*HF_TIED, HF_LOGITS_BIAS} and not unexpected, (missing, unexpected)
     hf_model.final_logits_bias.zero_()
-    hf_tokenizer, extra_files = build_tokenizer(tokenizer or TokenizerFiles(), dictionary, layout.encoder_positions)
-    reserved = {fs: model.state_dict()[fs][:layout.padding_idx + 1].contiguous() for fs, _ in POSITIONS}
-    with staged_folder(out_dir, overwrite) as tmp:
-        hf_model.save_pretrained(str(tmp), safe_serialization=True)
-        dictionary.save(str(tmp / DICT_COPY))
-        save_file(reserved, str(tmp / RESERVED_ROWS), metadata={"format": "pt"})
-        if hf_tokenizer is not None:
-            save_tokenizer(tmp, hf_tokenizer, extra_files)
-    out_dir = Path(out_dir).absolute()
-    logger.info(f"exported the LED ({layout.encoder_layers} + {layout.decoder_layers} layers, one-sided windows "
-                f"{list(layout.windows)} -> HF attention_window {config['attention_window']}) to {out_dir}")
-    return LEDExportResult(out_dir, config, tokenizer.kind if tokenizer else None)
 
 
-def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
-               overwrite: bool = False) -> LEDExportResult:
-    """An LED checkpoint (+ its dict.txt) -> a Hugging Face LEDForConditionalGeneration folder."""
-    check_output_dir(out_dir, overwrite)  # fail before the slow checkpoint load
-    model, dictionary = load_led(checkpoint, dict_path)
-    return export_led_model(model, dictionary, out_dir, tokenizer, overwrite)
+def reserved_rows(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str, Tensor]:
+    """fairseq key -> the (padding_idx + 1, C) reserved rows of each position table, which HF has
+    no place for (kept beside the export as ``RESERVED_ROWS``)."""
+    return {fs: state[fs][:layout.padding_idx + 1].contiguous() for fs, _ in POSITIONS}
 
+def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
+                        reserved: Optional[Dict[str, Tensor]] = None) -> Dict[str, Tensor]:
+    """HF LED tensors -> the fairseq LED state dict (every key of the built model but the
+    version buffers). ``reserved``: fairseq key -> the (padding_idx + 1, C) rows the export kept
+    (``RESERVED_ROWS``); None: zero rows. Raises ValueError naming missing, unknown or mistied
+    tensors."""
+    mapping = reverse_led_key_map(layout.encoder_layers, layout.decoder_layers)
+    tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state]
+    known = {*mapping, *tables, *(hf for _, hf in POSITIONS), HF_LOGITS_BIAS}
+    missing = sorted(set(mapping) - set(hf_state)) + [hf for _, hf in POSITIONS if hf not in hf_state]
+    unknown = sorted(set(hf_state) - known)
+    if missing or unknown or not tables:
+        raise ValueError(f"the tensors are not those of an LED with {layout.encoder_layers} + {layout.decoder_layers} "
+                         f"layers: missing {(missing or ([] if tables else [TOKENS[1]]))[:8]}, unexpected {unknown[:8]}")
+    table = hf_state[tables[0]]
+    if any(not torch.equal(hf_state[key], table) for key in tables[1:]):
+        raise ValueError(f"{tables} differ: HF ties them to one token table, fairseq's BART has one")
+    bias = hf_state.get(HF_LOGITS_BIAS)
+    if bias is not None and bool(bias.ne(0).any()):
+        raise ValueError(f"{HF_LOGITS_BIAS} is not zero: fairseq's output projection has no bias")
+    out = {fs: hf_state[hf] for hf, fs in mapping.items()}
+    out[TOKENS[0]] = table
+    for fs in FAIRSEQ_TIED:
+        out[fs] = table
+    rows = layout.padding_idx + 1
+    for fs, hf in POSITIONS:
+        kept = (reserved or {}).get(fs)
+        if kept is None or tuple(kept.shape) != (rows, layout.width):
+            kept = torch.zeros(rows, layout.width, dtype=hf_state[hf].dtype)  # rows no position id reaches
+        out[fs] = torch.cat([kept, hf_state[hf]])
+    return {k: v.detach().clone().contiguous() for k, v in out.items()}
 
-def is_led_checkpoint(checkpoint) -> bool:
-    """Whether ``checkpoint`` (a file, or a folder with model.pt) holds an LED (arch led_*): the
-    test ``longformer-export-hf`` dispatches on."""
-    path = Path(checkpoint)
-    path = path / "model.pt" if path.is_dir() else path
-    if not path.is_file():
-        return False
-    try:  # mmap: only the config is read, not the weights
-        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except Exception:  # not a checkpoint torch can map: the Longformer export reports what it is
-        return False
-    model = state["cfg"].get("model") if state.get("cfg") is not None else state.get("args")
-    arch = model.get("arch") if hasattr(model, "get") else getattr(model, "arch", None)
-    return isinstance(arch, str) and arch.startswith("led")

@@ -1,6 +1,6 @@
 """The tokenizer files ``longformer-export-hf`` writes: a transformers tokenizer that maps text to
 the ids the fairseq model saw (HF id == fairseq dictionary id), from the GPT-2 BPE files or the
-sentencepiece model the fairseq data was made with. See ``hf_keymap`` for the dictionary
+sentencepiece model the fairseq data was made with. See ``families.longformer`` for the dictionary
 convention.
 """
 import json

@@ -7,7 +7,7 @@ out_proj on the ``<s>`` features) and span heads in ``model.span_heads`` (task `
 one Linear C -> 2, start and end logits per token). An HF model carries one unnamed head:
 ``LongformerForSequenceClassification`` (``classifier``, the same computation) or
 ``LongformerForQuestionAnswering`` (``qa_outputs``). Export takes the only head, or the one named
-(``--head-name``); a model without heads is a masked LM. The key rows: ``hf_keymap.HEAD_TABLE``.
+(``--head-name``); a model without heads is a masked LM. The key rows: ``longformer.HEAD_TABLE``.
 
 Labels: the classification task reads ``label/dict.txt`` as a fairseq ``Dictionary`` and gives
 the label at index ``nspecial + k`` the class k; ``id2label`` therefore lists the dictionary's
@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import torch
 from torch import Tensor, nn
 
-from .hf_keymap import HEAD_MODULES, HeadRef
+from .longformer import HEAD_MODULES, HeadRef
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,386 @@
+"""The Longformer family: fairseq's Longformer encoder (``models/longformer.py``, with its masked-LM,
+classification and QA heads) <-> Hugging Face's ``LongformerForMaskedLM`` /
+``LongformerForSequenceClassification`` / ``LongformerForQuestionAnswering`` (and RoBERTa folders
+on import). This module holds the declarative key map, the config translation both ways and the
+tensors on export; the checks of a built model are ``longformer_checks``, the heads
+``longformer_heads``. The generic export and import (``hf_export``, ``hf_import``) drive it.
+
+Export (``longformer-export-hf``): a fairseq Longformer checkpoint -> a folder that
+``transformers.LongformerForMaskedLM.from_pretrained`` / ``AutoModelForMaskedLM`` load offline:
+``config.json``, ``model.safetensors``, ``fairseq_dict.txt`` (the fairseq dictionary, kept for the
+way back) and, when a tokenizer is given, tokenizer files ``AutoTokenizer`` loads, mapping text to
+the ids the fairseq model saw.
+
+Import (``longformer-import-hf``): a Hugging Face Longformer or RoBERTa folder -> ``model.pt`` (with
+the ``cfg`` fairseq's ``checkpoint_utils`` and ``fairseq-train --restore-file`` read) + ``dict.txt``.
+
+What is decided at this boundary, once:
+
+* Window: one-sided w per layer <-> HF's two-sided ``attention_window`` (the rule: ``rules``).
+* What HF cannot represent stops the export before anything is written, with the setting and the
+  reason: dilation > 1 (also per head), causal attention, a window of 0, pre-layer-norm layers,
+  scaled embeddings, sinusoidal positions, activations other than exact GELU, layer norms with
+  different epsilons.
+* ``token_type_embeddings``: HF adds row 0 of a (type_vocab_size, C) table to every token; fairseq's
+  RoBERTa has no such table. Export writes ONE row of zeros (type_vocab_size 1), which adds exactly
+  nothing. Import folds row 0 into every row of the position table (same sum, every token has
+  exactly one position) and drops rows 1.. with a warning (fairseq has no segment ids).
+* LM head: fairseq ties ``encoder.lm_head.weight`` to the token embeddings (unless
+  ``--untie-weights-roberta``); HF ties ``lm_head.decoder.weight`` to ``word_embeddings`` when
+  ``tie_word_embeddings`` is true. Tied: the decoder weight is not written (HF re-ties it);
+  untied: it is written and ``tie_word_embeddings`` is false. ``lm_head.decoder.bias`` is HF's alias
+  of ``lm_head.bias`` and is written too.
+* Task heads. An HF model carries one head, unnamed; a fairseq model may hold several, by name, in
+  ``model.classification_heads`` (RoBERTa's, task ``longformer_classification``) and
+  ``model.span_heads`` (task ``longformer_qa``). A head export writes the body and that one head
+  (``classifier.dense/out_proj``, or ``qa_outputs``) and no LM head (a fine-tuned model's LM head
+  is whatever pretraining left). Which head, and its labels: ``longformer_heads``.
+* Dictionary. fairseq's Dictionary is <s>=0, <pad>=1, </s>=2, <unk>=3, then dict.txt's symbols,
+  then <mask>, appended by the masked-LM task. HF ids are used as they are: import writes a
+  dict.txt whose line k is the placeholder symbol ``hf:{k + 4}`` (a label only: fairseq's binaries
+  hold ids, and ``hf:`` cannot be mistaken for the GPT-2 ids in RoBERTa's dict.txt), so fairseq
+  id == HF id for every token, and the task's <mask> lands on HF's last id (checked against the
+  tokenizer when the folder has one). A folder ``hf_export`` wrote carries the dictionary copy
+  (``rules``); import uses it instead, so the way back restores the original symbols.
+
+The key map is one declarative table (``MODULE_TABLE``, ``{}`` = layer index, ``{base}`` = HF's
+base-model prefix); the reverse map is derived from it, and key sets and shapes are asserted both
+ways against shapes derived from the config.
+
+Shapes: V vocabulary (dictionary incl. <mask>), C hidden size, F feed-forward size,
+P position rows (= positions + padding_idx + 1, e.g. 4098 for 4,096 tokens), L a head's outputs
+(classes; 2 for QA's start and end).
+"""
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..rules import check_shapes, from_hf_windows, shape_of, to_hf_windows
+
+# ----------------------------------------------------------------------------------------------
+# The key map: one row per module. Columns: fairseq module, HF module, weight shape, bias shape
+# (None: no bias), when the row applies ("all"; "global": HF Longformer only, RoBERTa has no
+# global projections; "lm": the masked-LM head, exported only by a masked-LM export).
+# Dims: V vocab, C hidden, F ffn, P position rows.
+
+FS_ENCODER = "encoder.sentence_encoder."
+FS_LAYER = FS_ENCODER + "layers.{}."
+HF_LAYER = "{base}.encoder.layer.{}."
+_CC, _FC, _CF, _C, _F = ("C", "C"), ("F", "C"), ("C", "F"), ("C",), ("F",)
+
+MODULE_TABLE: Tuple[Tuple[str, str, Tuple[str, ...], Optional[Tuple[str, ...]], str], ...] = (
+    (FS_ENCODER + "embed_tokens", "{base}.embeddings.word_embeddings", ("V", "C"), None, "all"),
+    (FS_ENCODER + "embed_positions", "{base}.embeddings.position_embeddings", ("P", "C"), None, "all"),
+    (FS_ENCODER + "layernorm_embedding", "{base}.embeddings.LayerNorm", _C, _C, "all"),
+    (FS_LAYER + "self_attn.q_proj", HF_LAYER + "attention.self.query", _CC, _C, "all"),
+    (FS_LAYER + "self_attn.k_proj", HF_LAYER + "attention.self.key", _CC, _C, "all"),
+    (FS_LAYER + "self_attn.v_proj", HF_LAYER + "attention.self.value", _CC, _C, "all"),
+    (FS_LAYER + "self_attn.q_global_proj", HF_LAYER + "attention.self.query_global", _CC, _C, "global"),
+    (FS_LAYER + "self_attn.k_global_proj", HF_LAYER + "attention.self.key_global", _CC, _C, "global"),
+    (FS_LAYER + "self_attn.v_global_proj", HF_LAYER + "attention.self.value_global", _CC, _C, "global"),
+    (FS_LAYER + "self_attn.out_proj", HF_LAYER + "attention.output.dense", _CC, _C, "all"),
+    (FS_LAYER + "self_attn_layer_norm", HF_LAYER + "attention.output.LayerNorm", _C, _C, "all"),
+    (FS_LAYER + "fc1", HF_LAYER + "intermediate.dense", _FC, _F, "all"),
+    (FS_LAYER + "fc2", HF_LAYER + "output.dense", _CF, _C, "all"),
+    (FS_LAYER + "final_layer_norm", HF_LAYER + "output.LayerNorm", _C, _C, "all"),
+    ("encoder.lm_head.dense", "lm_head.dense", _CC, _C, "lm"),
+    ("encoder.lm_head.layer_norm", "lm_head.layer_norm", _C, _C, "lm"),
+)
+# Single tensors outside the module pattern, all of the LM head: (fairseq key, HF key, shape,
+# when); "untied": only when the output projection is not tied to the token embeddings.
+TENSOR_TABLE: Tuple[Tuple[str, str, Tuple[str, ...], str], ...] = (
+    ("encoder.lm_head.bias", "lm_head.bias", ("V",), "all"),
+    ("encoder.lm_head.weight", "lm_head.decoder.weight", ("V", "C"), "untied"),
+)
+# HF tensors with no fairseq counterpart, handled explicitly (see the module docstring).
+HF_TOKEN_TYPE = "{base}.embeddings.token_type_embeddings.weight"
+HF_DECODER_BIAS = "lm_head.decoder.bias"  # HF's alias of lm_head.bias
+HF_DECODER_WEIGHT = "lm_head.decoder.weight"
+HF_IGNORED_BUFFERS = ("{base}.embeddings.position_ids", "{base}.embeddings.token_type_ids")
+FAIRSEQ_TIED_HEAD = "encoder.lm_head.weight"
+FAIRSEQ_TOKENS = FS_ENCODER + "embed_tokens.weight"
+FAIRSEQ_POSITIONS = FS_ENCODER + "embed_positions.weight"
+
+
+class HeadRef(NamedTuple):
+    """One task head of a fairseq model: kind "classification" (``model.classification_heads``) or
+    "span" (``model.span_heads``), and its name there."""
+
+    kind: str
+    name: str
+
+
+# The task heads: fairseq ModuleDict per kind, and one row per module as in MODULE_TABLE (kind,
+# fairseq module with the head's {name}, HF module, weight shape, bias shape). HF's classifier
+# is RoBERTa's (dense C -> C, tanh, out_proj C -> L, on <s>); qa_outputs is fairseq's span head.
+HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}
+HEAD_TABLE: Tuple[Tuple[str, str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
+    ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
+    ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
+    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)),
+)
+# The HF class of each export (head kind; None: the masked LM), and the prefix of its head's tensors.
+HF_ARCHITECTURES = {None: "LongformerForMaskedLM", "classification": "LongformerForSequenceClassification",
+                    "span": "LongformerForQuestionAnswering"}
+HF_HEAD_PREFIXES = {None: "lm_head.", "classification": "classifier.", "span": "qa_outputs."}
+
+HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # model_type -> base-model prefix
+FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
+WEIGHTS_NAME = "model.safetensors"
+
+
+def _module_rows(fs_module: str, hf_module: str, weight, bias) -> List[Tuple[str, str, Tuple[str, ...]]]:
+    rows = [(fs_module + ".weight", hf_module + ".weight", weight)]
+    if bias is not None:
+        rows.append((fs_module + ".bias", hf_module + ".bias", bias))
+    return rows
+
+
+def key_map(num_layers: int, base: str = "longformer", global_projections: bool = True,
+            tied: bool = True, head: Optional[HeadRef] = None) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
+    """fairseq key -> (HF key, symbolic shape) for every tensor the map covers, from the tables:
+    the body, then the LM head (``head`` None) or the task head ``head``."""
+    rows: List[Tuple[str, str, Tuple[str, ...]]] = []
+    for fs, hf, weight, bias, when in MODULE_TABLE:
+        if (when == "global" and not global_projections) or (when == "lm" and head is not None):
+            continue
+        for i in range(num_layers) if "{}" in fs else [None]:
+            fs_module = fs.format(i) if i is not None else fs
+            hf_module = hf.format(i, base=base) if i is not None else hf.format(base=base)
+            rows += _module_rows(fs_module, hf_module, weight, bias)
+    if head is None:
+        for fs, hf, shape, when in TENSOR_TABLE:
+            if when == "untied" and tied:
+                continue
+            rows.append((fs, hf, shape))
+    else:
+        for kind, fs, hf, weight, bias in HEAD_TABLE:
+            if kind == head.kind:
+                rows += _module_rows(fs.format(name=head.name), hf, weight, bias)
+    forward = {fs: (hf, shape) for fs, hf, shape in rows}
+    assert len(forward) == len(rows) and len({hf for hf, _ in forward.values()}) == len(rows), \
+        "the key table maps two tensors to one name"
+    per_layer = sum((2 if b is not None else 1) for fs, _, _, b, w in MODULE_TABLE
+                    if "{}" in fs and (w != "global" or global_projections))
+    assert sum(1 for k in forward if ".layers." in k) == per_layer * num_layers
+    return forward
+
+
+def reverse_key_map(num_layers: int, base: str = "longformer", global_projections: bool = True,
+                    tied: bool = True, head: Optional[HeadRef] = None) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
+    """HF key -> (fairseq key, symbolic shape): the inverse of ``key_map``, never written by hand."""
+    return {hf: (fs, shape) for fs, (hf, shape) in key_map(num_layers, base, global_projections, tied, head).items()}
+
+
+@dataclass
+class ExportLayout:
+    """Everything the HF config needs, read from the built fairseq model (not from flags)."""
+
+    num_layers: int
+    num_heads: int
+    hidden: int
+    ffn: int
+    vocab: int
+    position_rows: int
+    padding_idx: int
+    windows: Tuple[int, ...]  # one-sided w per layer
+    layer_norm_eps: float
+    dropout: float
+    attention_dropout: float
+    tied: bool
+    head: Optional[HeadRef] = None  # the task head exported; None: the LM head (a masked LM)
+    outputs: int = 0  # L: the task head's outputs
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def max_positions(self) -> int:
+        return self.position_rows - self.padding_idx - 1
+
+    def dims(self) -> Dict[str, int]:
+        return {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows, "L": self.outputs}
+
+    def hf_shapes(self) -> Dict[str, Tuple[int, ...]]:
+        """HF key -> shape of every tensor the export writes."""
+        dims = self.dims()
+        shapes = {hf: shape_of(spec, dims) for hf, (_, spec) in
+                  reverse_key_map(self.num_layers, "longformer", True, self.tied, self.head).items()}
+        shapes[HF_TOKEN_TYPE.format(base="longformer")] = (1, self.hidden)
+        if self.head is None:
+            shapes[HF_DECODER_BIAS] = (self.vocab,)
+        return shapes
+
+
+def hf_config_dict(layout: ExportLayout, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
+    """The LongformerConfig fields export writes, each from the built model or its dictionary (a
+    classification head's labels: ``labels``, the task's label dictionary after its specials)."""
+    from .longformer_heads import head_config
+
+    return {
+        "architectures": [HF_ARCHITECTURES[layout.head and layout.head.kind]],
+        "vocab_size": layout.vocab,  # rows of embed_tokens == len(dictionary) incl. <mask>
+        "hidden_size": layout.hidden,  # embed_tokens.weight.shape[1] (--encoder-embed-dim)
+        "num_hidden_layers": layout.num_layers,  # len(encoder.layers) (--encoder-layers)
+        "num_attention_heads": layout.num_heads,  # self_attn.num_heads (--encoder-attention-heads)
+        "intermediate_size": layout.ffn,  # fc1.out_features (--encoder-ffn-embed-dim)
+        "hidden_act": "gelu",  # checked: fairseq's activation is exact GELU
+        "hidden_dropout_prob": layout.dropout,  # dropout_module.p (--dropout)
+        "attention_probs_dropout_prob": layout.attention_dropout,  # self_attn.config.dropout (--attention-dropout)
+        "max_position_embeddings": layout.position_rows,  # embed_positions rows = tokens + pad + 1
+        "type_vocab_size": 1,  # one all-zero row (fairseq has no segment embeddings)
+        "initializer_range": 0.02,  # fairseq's init_bert_params std (used only to init new heads)
+        "layer_norm_eps": layout.layer_norm_eps,  # LayerNorm.eps of every norm (checked equal)
+        "pad_token_id": dictionary.pad(),
+        "bos_token_id": dictionary.bos(),
+        "eos_token_id": dictionary.eos(),
+        "sep_token_id": dictionary.eos(),  # RoBERTa separates segments with </s>
+        "attention_window": to_hf_windows(layout.windows),  # TWO-sided, per layer
+        "tie_word_embeddings": layout.tied,  # lm_head.weight is embed_tokens.weight
+        **head_config(layout.head, layout.outputs, labels),
+    }
+
+
+def _left_out(key: str, mapping: Mapping, layout: ExportLayout) -> bool:
+    """fairseq tensors an export leaves out on purpose: version counters, heads other than the one
+    exported, and the LM head when a task head is exported."""
+    other_head = key.split(".")[0] in HEAD_MODULES.values() and key not in mapping
+    return key.endswith(".version") or other_head or (layout.head is not None and key.startswith("encoder.lm_head."))
+
+
+def fairseq_to_hf_state(state: Mapping[str, Tensor], layout: ExportLayout) -> Dict[str, Tensor]:
+    """fairseq state dict -> the tensors of model.safetensors (keys and shapes asserted)."""
+    mapping = key_map(layout.num_layers, "longformer", global_projections=True, tied=layout.tied, head=layout.head)
+    state = {k: v for k, v in state.items() if not _left_out(k, mapping, layout)}
+    if layout.tied and layout.head is None:
+        assert torch.equal(state[FAIRSEQ_TIED_HEAD], state[FAIRSEQ_TOKENS]), "tied LM head differs from embeddings"
+        state.pop(FAIRSEQ_TIED_HEAD)
+    missing = sorted(set(mapping) - set(state))
+    unmapped = sorted(set(state) - set(mapping))
+    if missing or unmapped:
+        raise ValueError(f"fairseq state dict does not match the key map: missing {missing}, unmapped {unmapped}")
+    dims = layout.dims()
+    check_shapes(state, {fs: shape_of(spec, dims) for fs, (_, spec) in mapping.items()}, "fairseq model")
+    out = {hf: state[fs].detach().to("cpu", torch.float32).contiguous().clone() for fs, (hf, _) in mapping.items()}
+    # No fairseq counterpart: one zero row adds nothing to any embedding.
+    out[HF_TOKEN_TYPE.format(base="longformer")] = torch.zeros(1, layout.hidden)
+    if layout.head is None:  # HF's alias of lm_head.bias (tied in HF): written so every HF version finds it.
+        out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
+    assert set(out) == set(layout.hf_shapes()), sorted(set(out) ^ set(layout.hf_shapes()))
+    return out
+
+
+def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tensor], forward: Mapping,
+                        token_type_key: str, max_positions: int, copy_global: bool, tied: bool,
+                        warnings: List[str]) -> Dict[str, Tensor]:
+    """HF tensors (keys and shapes already checked) -> the state dict of the built fairseq model
+    ``template``: the key map ``forward`` applied, token type row 0 folded into the positions
+    (every token gets exactly one position row, so the sum is unchanged), positions extended,
+    global projections copied from Q, K, V when the source has none (``copy_global``: a RoBERTa;
+    the paper's init), the LM head re-tied; what the map does not fill (version counters, a head
+    model's LM head) is the builder's."""
+    import logging
+
+    from ...global_projections import add_missing_global_projections
+    from ..rules import extend_positions
+
+    new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
+    positions = new[FAIRSEQ_POSITIONS]
+    token_types = state[token_type_key].to(torch.float32)
+    if token_types.shape[0] > 1:
+        warnings.append(f"token_type_embeddings rows 1..{token_types.shape[0] - 1} dropped: fairseq's RoBERTa has "
+                        "no segment ids (row 0, the one every token gets by default, is kept)")
+    if bool(token_types[0].ne(0).any()):
+        positions = positions + token_types[0]
+        logging.getLogger(__name__).info("token_type_embeddings row 0 is not zero: folded into the positions")
+    new[FAIRSEQ_POSITIONS] = extend_positions(positions, max_positions, padding_idx=1, init="copy")
+    if copy_global:
+        add_missing_global_projections(new)
+    if tied:
+        new[FAIRSEQ_TIED_HEAD] = new[FAIRSEQ_TOKENS]
+    for key, value in template.items():
+        if key not in new:
+            assert key.endswith(".version") or key.startswith("encoder.lm_head."), \
+                f"fairseq model has a tensor the map does not fill: {key}"
+            new[key] = value
+    assert set(new) == set(template), sorted(set(new) ^ set(template))
+    check_shapes(new, {k: tuple(v.shape) for k, v in template.items()}, "imported fairseq state")
+    return new
+
+
+# config.json entry -> the HF tensor (base-model prefix "{base}") and dimension that hold the same
+# number: checked against the tensors before anything is sized by the config.
+HF_SIZES = {
+    "vocab_size": ("{base}.embeddings.word_embeddings.weight", 0),
+    "hidden_size": ("{base}.embeddings.word_embeddings.weight", 1),
+    "max_position_embeddings": ("{base}.embeddings.position_embeddings.weight", 0),
+    "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0),
+}
+HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
+
+
+def config_problems(config: Mapping, model_type: str) -> List[str]:
+    """What in a HF config.json fairseq's Longformer cannot take, one line each: the settings
+    first (no size is read), then, once ``sized`` (the sizes checked against the tensors), the
+    rules that involve sizes."""
+    problems: List[str] = []
+
+    def want(name, ok, why):
+        if name in config and not ok(config[name]):
+            problems.append(f"{name} = {config[name]!r}: {why}")
+
+    want("hidden_act", lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only")
+    want("layer_norm_eps", lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
+         f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)")
+    want("position_embedding_type", lambda v: v in (None, "absolute"),
+         "only absolute (learned) positions have a fairseq counterpart")
+    want("is_decoder", lambda v: not v, "a decoder (causal) model is not a masked LM encoder")
+    want("add_cross_attention", lambda v: not v, "cross-attention has no counterpart in the encoder")
+    want("problem_type", lambda v: v in (None, "single_label_classification"),
+         "fairseq's longformer_classification trains single-label cross-entropy")
+    for name, fairseq_id in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2)):
+        want(name, lambda v, i=fairseq_id: v is None or v == i,
+             f"fairseq's Dictionary fixes this id to {fairseq_id}")
+    return problems
+
+
+def size_problems(config: Mapping, model_type: str) -> List[str]:
+    """What in a HF config.json, its sizes checked against the tensors, fairseq's Longformer
+    cannot take: heads that do not divide the width, windows that are not one per layer."""
+    problems: List[str] = []
+    heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
+    if heads < 1 or hidden % heads:
+        problems.append(f"num_attention_heads = {heads} does not divide hidden_size {hidden}")
+    if model_type == "longformer":
+        _, problem = from_hf_windows(config.get("attention_window"), int(config["num_hidden_layers"]))
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def fairseq_args(data: Path, layers, hidden, ffn, heads, windows, max_positions, dropout, attention_dropout,
+                  untied, head: Optional[HeadRef] = None):
+    """fairseq's parsed training args for the Longformer these sizes describe (its head's task)."""
+    from fairseq import options
+
+    from ...tasks.longformer_mlm import batch_pad_multiple
+    from .longformer_heads import HEAD_TASKS
+
+    if head is None:
+        task = ["--task", "longformer_mlm", "--criterion", "longformer_mlm", "--tokens-per-sample", str(max_positions)]
+    else:  # HF's classifier drops out with hidden_dropout_prob
+        task = HEAD_TASKS[head.kind].flags(head.name) + ["--pooler-dropout", repr(float(dropout))]
+    flags = [str(data), *task, "--arch", "longformer",
+             "--encoder-layers", str(layers), "--encoder-embed-dim", str(hidden),
+             "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
+             "--attention-window", ",".join(map(str, windows)), "--attention-dilation", "1",
+             "--max-positions", str(max_positions),
+             "--pad-to-multiple", str(batch_pad_multiple(windows, max_positions)), "--activation-fn", "gelu",
+             "--dropout", repr(float(dropout)), "--attention-dropout", repr(float(attention_dropout)),
+             "--activation-dropout", "0"]
+    if untied:
+        flags.append("--untie-weights-roberta")
+    parser = options.get_training_parser(default_task="longformer_mlm")
+    return options.parse_args_and_arch(parser, input_args=flags)
+

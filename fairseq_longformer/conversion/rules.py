@@ -1,0 +1,150 @@
+"""The small rules every conversion shares, each written once: window sides, the exact-GELU
+check, the fairseq dictionary copy, position tiling and the shape checks.
+
+* Window. Our ``--attention-window`` w is ONE-sided (a token sees w tokens on each side);
+  Hugging Face's ``attention_window`` is TWO-sided (2w). Export writes 2w per layer; import
+  reads HF // 2. HF pads every input to a multiple of the LARGEST layer window and each layer
+  asserts the length divides by its own, so every window must divide the largest one (HF's
+  LED: "Sequence length should be multiple of 128. Given 192" for [128, 192]).
+* GELU. HF's "gelu" is the erf form, fairseq's "gelu" the same function; "gelu_accurate" (tanh)
+  is not, and no other activation is exportable.
+* Dictionary copy. An export writes the fairseq dictionary as ``fairseq_dict.txt`` so that the
+  import gives back the original symbols instead of placeholders.
+* Positions. fairseq's learned positions have ``padding_idx + 1`` reserved rows, then one row
+  per position; extending keeps the reserved rows and tiles the learned ones (the paper's copy
+  init) or redraws them (its ablation, Table 5).
+
+Shapes: P_s / P_t source / target positions, C width.
+"""
+from pathlib import Path
+from typing import List, Mapping, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+DICT_COPY = "fairseq_dict.txt"  # the fairseq dictionary, written by export, read by import
+PLACEHOLDER = "hf:{}"  # dict.txt symbol for HF id k when no fairseq dictionary came along
+
+
+# ----------------------------------------------------------------------------------------------
+# window sides
+
+
+def window_problems(windows: Sequence[int], layer_label: str = "layer") -> List[str]:
+    """What keeps one-sided ``windows`` (one per layer) from being an HF ``attention_window``,
+    one line per problem (empty: exportable)."""
+    problems = [f"--attention-window: {layer_label} {i}: window {w} (w = {w}; HF's attention_window, 2w, must be "
+                "a positive even number, so w = 0 has no HF equivalent)" for i, w in enumerate(windows) if w < 1]
+    if windows and not problems and any((2 * max(windows)) % (2 * w) for w in windows):
+        problems.append(
+            f"--attention-window {','.join(map(str, windows))}: HF pads every input to a multiple of the largest "
+            f"attention_window ({2 * max(windows)}) and each layer needs the length to be a multiple of its own "
+            f"(2w = {', '.join(str(2 * w) for w in windows)}); per-layer windows must each divide the largest")
+    return problems
+
+
+def to_hf_windows(windows: Sequence[int]) -> List[int]:
+    """One-sided w per layer -> HF's two-sided ``attention_window`` list (checked first with
+    ``window_problems``)."""
+    return [2 * int(w) for w in windows]
+
+
+def from_hf_windows(value, layers: int) -> Tuple[Optional[Tuple[int, ...]], Optional[str]]:
+    """HF's ``attention_window`` (one two-sided value, or one per layer) -> (one-sided w per layer,
+    None), or (None, the problem) when it is not a positive even number per layer."""
+    values = value if isinstance(value, list) else [value] * layers
+    if len(values) != layers or any(isinstance(v, bool) or not isinstance(v, int) or v < 2 or v % 2 for v in values):
+        return None, (f"attention_window = {value!r}: expected a positive even number (two-sided) or one per "
+                      f"layer ({layers})")
+    return tuple(v // 2 for v in values), None
+
+
+# ----------------------------------------------------------------------------------------------
+# activation
+
+
+def is_exact_gelu(fn) -> bool:
+    """Whether a fairseq activation is the erf GELU that HF's "gelu" computes."""
+    from fairseq import utils
+
+    return fn is utils.get_activation_fn("gelu") or fn is torch.nn.functional.gelu
+
+
+def function_name(fn) -> str:
+    return getattr(fn, "__name__", repr(fn))
+
+
+# ----------------------------------------------------------------------------------------------
+# the dictionary copy
+
+
+def write_dictionary_copy(dictionary, path: Path) -> None:
+    """dict.txt lines for the symbols after the specials. A task-appended trailing <mask> is left
+    out, as in the dict.txt the model was trained from (the task appends it again)."""
+    symbols = dictionary.symbols[dictionary.nspecial:]
+    counts = dictionary.count[dictionary.nspecial:]
+    if symbols and symbols[-1] == "<mask>":
+        symbols, counts = symbols[:-1], counts[:-1]
+    with open(path, "w", encoding="utf-8") as f:
+        for symbol, count in zip(symbols, counts):
+            f.write(f"{symbol} {int(count)}\n")
+
+
+def write_placeholders(path: Path, first: int, end: int) -> None:
+    """dict.txt whose lines name HF ids ``first`` .. ``end - 1`` (fairseq id == HF id)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for index in range(first, end):
+            f.write(f"{PLACEHOLDER.format(index)} 0\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# positions
+
+
+def check_extendable(source_positions: int, target_positions: int) -> None:
+    """Raise ValueError unless ``target_positions`` >= ``source_positions``: positions are only
+    ever extended (a shorter table would drop positions the source model learned)."""
+    if target_positions < source_positions:
+        raise ValueError(f"--max-positions {target_positions} is smaller than the source model's "
+                         f"{source_positions} positions: positions can only be extended")
+
+
+def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1,
+                     init: str = "copy", generator: torch.Generator = None) -> Tensor:
+    """(P_s + padding_idx + 1, C) -> (P_t + padding_idx + 1, C).
+
+    ``init="copy"`` tiles the learned rows; ``init="random"`` redraws every learned row from
+    N(0, 0.02), BERT's init (the reserved rows are kept)."""
+    reserved = padding_idx + 1
+    source_positions = weight.shape[0] - reserved
+    if source_positions <= 0:
+        raise ValueError(f"position table of {weight.shape[0]} rows has no learned rows "
+                         f"beyond the {reserved} reserved ones")
+    check_extendable(source_positions, target_positions)
+    learned = weight[reserved:]
+    if init == "copy":
+        repeats = -(-target_positions // source_positions)
+        new = learned.repeat(repeats, 1)[:target_positions]
+    elif init == "random":
+        new = torch.empty(target_positions, weight.shape[1], dtype=weight.dtype)
+        new.normal_(0.0, 0.02, generator=generator)
+    else:
+        raise ValueError(f"position init must be 'copy' or 'random', got {init!r}")
+    return torch.cat([weight[:reserved], new.to(weight.dtype)], dim=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# shapes
+
+
+def shape_of(spec: Sequence[str], dims: Mapping[str, int]) -> Tuple[int, ...]:
+    """A symbolic shape such as ("V", "C") in numbers, from ``dims`` ({"V": ..., "C": ...})."""
+    return tuple(int(dims[d]) for d in spec)
+
+
+def check_shapes(tensors: Mapping[str, Tensor], expected: Mapping[str, Tuple[int, ...]], what: str) -> None:
+    """Raise ValueError naming every tensor whose shape is not the expected one."""
+    wrong = [f"{k}: {tuple(tensors[k].shape)} (expected {shape})" for k, shape in expected.items()
+             if tuple(tensors[k].shape) != shape]
+    if wrong:
+        raise ValueError(f"{what}: tensors with unexpected shapes: " + "; ".join(wrong))
