@@ -6,8 +6,8 @@ included, up to the heads' output (Hugging Face's LongformerSelfAttention bounda
 --output-projection adds the output projection to every contender): full self-attention (dense SDPA with the Longformer
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
 LongformerSelfAttention. Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
---out-dir (the plot needs matplotlib: pip install 'fairseq-longformer[bench]'). The measuring
-code is in the package ``longformer_tools/bench/``.
+--out-dir, and with --markdown PATH the results page (the plot needs matplotlib: pip install
+'fairseq-longformer[bench]'). The measuring code is in the package ``longformer_tools/bench/``.
 """
 import argparse
 import os

@@ -8,7 +8,7 @@ the input's length, as longformer-convert-bart tiles them; the LED's window is -
 run at --check-length (inside the window, where the LED computes BART's function) and must agree
 to --tolerance. Then, per length: peak memory of each encoder in a fresh process, and the two
 timed side by side (round-robin, so a busy spell of a shared machine falls on both alike).
-Writes a table to stdout and ``<name>.json`` to --out-dir; speedup = dense time / LED time (> 1:
+Writes a table to stdout and ``<name>.json`` to --out-dir (with --markdown PATH, the results page too); speedup = dense time / LED time (> 1:
 the LED faster), memory ratio = LED peak / dense peak (< 1: the LED needs less).
 The measuring code: longformer_tools/bench/led_encoder.py (and workers.py, measure.py).
 """

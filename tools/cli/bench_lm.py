@@ -8,7 +8,7 @@ For each length: both models are built from the same seed (the same weights) and
 the same characters compared (eval mode); the run stops with exit status 1 when they differ by
 more than --loss-tolerance. Then peak memory of each in a fresh process, then the two timed side
 by side, round-robin (``longformer_tools/bench/``: ``lm_step``, ``workers``, ``measure``).
-Writes the table to stdout and ``<out-dir>/<name>.json``.
+Writes the table to stdout and ``<out-dir>/<name>.json``, and with --markdown PATH the results page.
 """
 import argparse
 import os
