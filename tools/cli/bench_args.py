@@ -61,6 +61,18 @@ def add_page_arguments(parser, redraws: str = "") -> None:
                              "the page from an earlier run's JSON file")
 
 
+def check_page_path(args) -> None:
+    """A ValueError when --markdown would overwrite the run's own JSON or PNG (with --replot, the
+    input): the page goes beside them, never over them."""
+    if not args.markdown:
+        return
+    stem = os.path.splitext(args.replot)[0] if args.replot else os.path.join(args.out_dir, args.name)
+    for data in (stem + ".json", stem + ".png"):
+        if os.path.abspath(args.markdown) == os.path.abspath(data):
+            raise ValueError(f"--markdown {args.markdown} is the run's own {os.path.basename(data)}; "
+                             "name a .md file beside it")
+
+
 def check_run_arguments(parser, args, min_length: int = 1) -> None:
     """Stop with parser.error (exit status 2) on --repeats or --threads below 1, or no length or
     one below ``min_length``."""

@@ -8,9 +8,10 @@ the input's length, as longformer-convert-bart tiles them; the LED's window is -
 run at --check-length (inside the window, where the LED computes BART's function) and must agree
 to --tolerance. Then, per length: peak memory of each encoder in a fresh process, and the two
 timed side by side (round-robin, so a busy spell of a shared machine falls on both alike).
-Writes a table to stdout and ``<name>.json`` to --out-dir (with --markdown PATH, the results page too); speedup = dense time / LED time (> 1:
-the LED faster), memory ratio = LED peak / dense peak (< 1: the LED needs less).
-The measuring code: longformer_tools/bench/led_encoder.py (and workers.py, measure.py).
+Writes a table to stdout and ``<name>.json`` to --out-dir (with --markdown PATH, the results page
+too); speedup = dense time / LED time (> 1: the LED faster), memory ratio = LED peak / dense peak
+(< 1: the LED needs less). The measuring code: longformer_tools/bench/led_encoder.py (and
+workers.py, measure.py).
 """
 import argparse
 import os
@@ -21,8 +22,8 @@ from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, f
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report, memory_limit_mb,
-                         write_report)
+from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
+                         memory_limit_mb, write_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +53,10 @@ def parse_args(argv=None):
     check_run_arguments(parser, args)
     if args.check_length > args.window + 1:
         parser.error(f"--check-length {args.check_length} must be at most --window + 1 = {args.window + 1}")
+    try:
+        check_page_path(args)
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 

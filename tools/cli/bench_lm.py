@@ -19,8 +19,8 @@ from ..bench.lm_step import MODELS, LMStepCase, format_rows, loss_check, ratio_r
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report, memory_limit_mb,
-                         write_report)
+from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
+                         memory_limit_mb, write_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +55,10 @@ def parse_args(argv=None):
     check_run_arguments(parser, args, min_length=2)
     if args.batch < 1:
         parser.error(f"--batch must be >= 1, got {args.batch}")
+    try:
+        check_page_path(args)
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 

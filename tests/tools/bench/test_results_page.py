@@ -1,7 +1,8 @@
 """The benchmarks' results pages (``--markdown``, ``--replot``) on stored reports whose numbers are
 known: the page names a command that, parsed by the benchmark's own parser, gives back the stored
 settings; it holds every row with the ratios in the tools' convention; --replot writes the same
-bytes again; a report of another benchmark is refused with one line and nothing written."""
+bytes again; a report of another benchmark, or a page over the run's own JSON, is refused with one line
+and nothing written."""
 import json
 import shlex
 
@@ -89,6 +90,12 @@ def test_led_page_and_a_report_of_another_benchmark_refused(tmp_path, capsys):
     words = _command_in(page, "longformer-bench-led")
     assert bench_args.settings(bench_led.parse_args(words)) == json.loads(open(json_path).read())["settings"]
     assert "| 4,096 | led | ok | 60 | 20 | 90 | 30 | 1.50 | 0.90 | 1.50 | 1.00 |" in page
+    # a page over the run's own JSON: refused before anything is written, the JSON untouched
+    stored = open(json_path, "rb").read()
+    with pytest.raises(SystemExit) as stopped:
+        bench_led.main(["--replot", json_path, "--markdown", json_path])
+    assert stopped.value.code == 2 and "is the run's own run.json" in capsys.readouterr().err
+    assert open(json_path, "rb").read() == stored
     # the LED report handed to the char-LM benchmark: one line naming the file, no page
     capsys.readouterr()
     assert bench_lm.main(["--replot", json_path, "--markdown", str(tmp_path / "wrong.md")]) == 2
