@@ -2,6 +2,7 @@
 self-attention), ``measure`` (time and peak memory of one case in this process), ``workers``
 (fresh processes, contenders timed side by side), ``ratios`` (ratios against the baselines and
 the printed tables), ``figure1`` (the plot); whole models on the same machinery: ``led_encoder``
-(the LED encoder against BART's) and ``lm_step`` (a char-LM training step). The console scripts
+(the LED encoder against BART's) and ``lm_step`` (a char-LM training step); ``results_page`` (the
+markdown page of a stored run, headed by the command that regenerates it). The console scripts
 are in ``longformer_tools.cli``.
 """

@@ -6,11 +6,10 @@ included, up to the heads' output (Hugging Face's LongformerSelfAttention bounda
 --output-projection adds the output projection to every contender): full self-attention (dense SDPA with the Longformer
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
 LongformerSelfAttention. Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
---out-dir (the plot needs matplotlib: pip install 'fairseq-longformer[bench]'). The measuring
-code is in the package ``longformer_tools/bench/``.
+--out-dir, and with --markdown PATH the results page (the plot needs matplotlib: pip install
+'fairseq-longformer[bench]'). The measuring code is in the package ``longformer_tools/bench/``.
 """
 import argparse
-import json
 import os
 import platform
 import sys
@@ -18,18 +17,20 @@ import time
 
 import torch
 
+from ..bench import results_page
 from ..bench.contenders import CONTENDERS, Case
 from ..bench.measure import MEMORY_HELP, Result
 from ..bench.figure1 import plot, require_matplotlib
 from ..bench.ratios import add_ratios, format_table
 from ..bench.workers import run_side_by_side
-from .bench_args import add_run_arguments, check_run_arguments, memory_limit_mb, settings, write_report
+from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
+                         memory_limit_mb, settings, write_report)
 
 CPU_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
 GPU_LENGTHS = CPU_LENGTHS + [32768]
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="longformer-bench",
         description=__doc__,
@@ -67,9 +68,12 @@ def parse_args(argv=None):
                         help="end every contender in the output projection (a whole attention "
                              "block); default: stop at the heads' output, as Hugging Face's "
                              "LongformerSelfAttention does")
-    parser.add_argument("--replot", metavar="JSON", default=None,
-                        help="measure nothing: re-draw <JSON minus .json>.png and re-print the "
-                             "table from an earlier run's JSON file")
+    add_page_arguments(parser, redraws=", re-draw <JSON minus .json>.png")
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -89,6 +93,10 @@ def parse_args(argv=None):
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if any(g < 0 for g in args.global_tokens):
         parser.error("--global-tokens must be >= 0")
+    try:
+        check_page_path(args)
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 
@@ -115,14 +123,26 @@ def plot_title(settings: dict, info: dict) -> str:
             "q/k/v projections " + ("and output projection included" if s.get("output_projection") else "included"))
 
 
-def replot(json_path: str) -> int:
-    """Re-draw the PNG (and re-print the table) of an earlier run from its JSON file."""
-    with open(json_path) as handle:
-        report = json.load(handle)
+def write_page(report: dict, json_path: str, png_path: str, markdown_path: str) -> None:
+    """The results page of ``report`` (stored at ``json_path``, drawn at ``png_path``)."""
+    results_page.write_page(results_page.figure1_page(report, build_parser(), json_path, markdown_path, png_path),
+                            markdown_path)
+
+
+def replot(json_path: str, markdown_path=None) -> int:
+    """Re-draw the PNG, re-print the table and (with ``markdown_path``) re-write the page of an
+    earlier run from its JSON file."""
+    try:
+        report = load_report(json_path, CONTENDERS)
+    except ValueError as error:
+        print(f"longformer-bench: error: {error}", file=sys.stderr)
+        return 2
     png_path = os.path.splitext(json_path)[0] + ".png"
     print(format_table(report["results"]))
     plot(report["results"], png_path, plot_title(report["settings"], report["environment"]))
-    print(f"\nwrote {png_path}")
+    if markdown_path:
+        write_page(report, json_path, png_path, markdown_path)
+    print(f"\nwrote {png_path}" + (f" and {markdown_path}" if markdown_path else ""))
     return 0
 
 
@@ -136,7 +156,7 @@ def main(argv=None) -> int:
         print(f"longformer-bench: error: {error}", file=sys.stderr)
         return 2
     if args.replot:
-        return replot(args.replot)
+        return replot(args.replot, args.markdown)
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args) if args.device == "cpu" else None
     cases = [Case(impl=impl, length=length, global_tokens=g, batch=args.batch, heads=args.heads,
@@ -179,7 +199,9 @@ def main(argv=None) -> int:
     json_path = write_report(args, rows, started, environment=info)
     png_path = os.path.join(args.out_dir, args.name + ".png")
     plot(rows, png_path, plot_title(settings(args), info))
-    print(f"\nwrote {json_path} and {png_path}")
+    if args.markdown:
+        write_page(load_report(json_path, CONTENDERS), json_path, png_path, args.markdown)
+    print(f"\nwrote {json_path} and {png_path}" + (f" and {args.markdown}" if args.markdown else ""))
     return 0
 
 

@@ -49,6 +49,30 @@ def add_run_arguments(parser, *, unit: str, lengths, lengths_help: str, repeats:
     parser.add_argument("--name", default=name, help=name_help or f"file name stem (default {name})")
 
 
+def add_page_arguments(parser, redraws: str = "") -> None:
+    """Add --markdown PATH (the results page beside the JSON, ``bench.results_page``) and
+    --replot JSON (measure nothing: re-print the table and re-write the page from a stored run;
+    ``redraws`` names what else it redraws)."""
+    parser.add_argument("--markdown", metavar="PATH", default=None,
+                        help="also write the results as a markdown page, headed by the command that "
+                             "regenerates it (e.g. docs/results/<name>.md)")
+    parser.add_argument("--replot", metavar="JSON", default=None,
+                        help=f"measure nothing: re-print the table{redraws} and, with --markdown, re-write "
+                             "the page from an earlier run's JSON file")
+
+
+def check_page_path(args) -> None:
+    """A ValueError when --markdown would overwrite the run's own JSON or PNG (with --replot, the
+    input): the page goes beside them, never over them."""
+    if not args.markdown:
+        return
+    stem = os.path.splitext(args.replot)[0] if args.replot else os.path.join(args.out_dir, args.name)
+    for data in (stem + ".json", stem + ".png"):
+        if os.path.abspath(args.markdown) == os.path.abspath(data):
+            raise ValueError(f"--markdown {args.markdown} is the run's own {os.path.basename(data)}; "
+                             "name a .md file beside it")
+
+
 def check_run_arguments(parser, args, min_length: int = 1) -> None:
     """Stop with parser.error (exit status 2) on --repeats or --threads below 1, or no length or
     one below ``min_length``."""
@@ -65,8 +89,26 @@ def memory_limit_mb(args) -> Optional[float]:
 
 
 def settings(args) -> dict:
-    """The flags that describe the measurement (all but --out-dir and --name)."""
-    return {k: v for k, v in vars(args).items() if k not in ("out_dir", "name")}
+    """The flags that describe the measurement (all but --out-dir, --name, --markdown, --replot)."""
+    return {k: v for k, v in vars(args).items() if k not in ("out_dir", "name", "markdown", "replot")}
+
+
+def load_report(path: str, impls) -> dict:
+    """An earlier run's JSON report (``write_report``) whose rows are all of ``impls``, else a
+    ValueError naming the file and what is wrong with it."""
+    try:
+        with open(path) as handle:
+            report = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--replot {path}: cannot read it as JSON ({error}); pass a report this "
+                         "command wrote") from None
+    if not isinstance(report, dict) or not isinstance(report.get("settings"), dict) or not report.get("results"):
+        raise ValueError(f"--replot {path}: no 'settings' and 'results' in it; pass a report this command wrote")
+    foreign = sorted({str(row.get("impl")) for row in report["results"]} - set(impls))
+    if foreign:
+        raise ValueError(f"--replot {path}: rows of {', '.join(foreign)}, not of this command's "
+                         f"{', '.join(impls)}; pass a report this command wrote")
+    return report
 
 
 def write_report(args, rows, started: float, environment: Optional[dict] = None, **sections) -> str:

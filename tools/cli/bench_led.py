@@ -8,9 +8,10 @@ the input's length, as longformer-convert-bart tiles them; the LED's window is -
 run at --check-length (inside the window, where the LED computes BART's function) and must agree
 to --tolerance. Then, per length: peak memory of each encoder in a fresh process, and the two
 timed side by side (round-robin, so a busy spell of a shared machine falls on both alike).
-Writes a table to stdout and ``<name>.json`` to --out-dir; speedup = dense time / LED time (> 1:
-the LED faster), memory ratio = LED peak / dense peak (< 1: the LED needs less).
-The measuring code: longformer_tools/bench/led_encoder.py (and workers.py, measure.py).
+Writes a table to stdout and ``<name>.json`` to --out-dir (with --markdown PATH, the results page
+too); speedup = dense time / LED time (> 1: the LED faster), memory ratio = LED peak / dense peak
+(< 1: the LED needs less). The measuring code: longformer_tools/bench/led_encoder.py (and
+workers.py, measure.py).
 """
 import argparse
 import os
@@ -18,12 +19,14 @@ import sys
 import time
 
 from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, format_rows, ratio_rows
+from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import add_run_arguments, check_run_arguments, memory_limit_mb, write_report
+from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
+                         memory_limit_mb, write_report)
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="longformer-bench-led", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Memory: " + MEMORY_HELP)
@@ -40,15 +43,50 @@ def parse_args(argv=None):
     parser.add_argument("--check-length", type=int, default=512,
                         help="N of the equality check before timing (at most w + 1; default 512)")
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |LED - dense| allowed there")
+    add_page_arguments(parser)
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_run_arguments(parser, args)
     if args.check_length > args.window + 1:
         parser.error(f"--check-length {args.check_length} must be at most --window + 1 = {args.window + 1}")
+    try:
+        check_page_path(args)
+    except ValueError as error:
+        parser.error(str(error))
     return args
+
+
+def page(report: dict, json_path: str, markdown_path: str) -> str:
+    """The results page of a stored run (``bench.results_page``)."""
+    s = report["settings"]
+    title = (f"LED encoder against BART's dense encoder, {s['layers']} layer(s) of {s['heads'] * s['head_dim']}, "
+             f"one-sided window w = {s['window']}, forward+backward")
+    return results_page.model_page(report, build_parser(), "longformer-bench-led", title, ENCODERS, json_path,
+                                   markdown_path)
+
+
+def replot(json_path: str, markdown_path=None) -> int:
+    """Re-print the table and (with ``markdown_path``) re-write the page of a stored run."""
+    try:
+        report = load_report(json_path, ENCODERS)
+    except ValueError as error:
+        print(f"longformer-bench-led: error: {error}", file=sys.stderr)
+        return 2
+    print(format_rows(report["results"]))
+    if markdown_path:
+        results_page.write_page(page(report, json_path, markdown_path), markdown_path)
+        print(f"\nwrote {markdown_path}")
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.replot:
+        return replot(args.replot, args.markdown)
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args)
 
@@ -79,7 +117,9 @@ def main(argv=None) -> int:
         *load_start, *load_end, os.cpu_count()))
     path = write_report(args, rows, started, environment={"load_average_at_start": load_start},
                         check={"length": args.check_length, "max_abs_diff": difference})
-    print(f"wrote {path}")
+    if args.markdown:
+        results_page.write_page(page(load_report(path, ENCODERS), path, args.markdown), args.markdown)
+    print(f"wrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
     return 0
 
 

@@ -8,7 +8,7 @@ For each length: both models are built from the same seed (the same weights) and
 the same characters compared (eval mode); the run stops with exit status 1 when they differ by
 more than --loss-tolerance. Then peak memory of each in a fresh process, then the two timed side
 by side, round-robin (``longformer_tools/bench/``: ``lm_step``, ``workers``, ``measure``).
-Writes the table to stdout and ``<out-dir>/<name>.json``.
+Writes the table to stdout and ``<out-dir>/<name>.json``, and with --markdown PATH the results page.
 """
 import argparse
 import os
@@ -16,12 +16,14 @@ import sys
 import time
 
 from ..bench.lm_step import MODELS, LMStepCase, format_rows, loss_check, ratio_rows
+from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import add_run_arguments, check_run_arguments, memory_limit_mb, write_report
+from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
+                         memory_limit_mb, write_report)
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="longformer-bench-lm", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -43,15 +45,51 @@ def parse_args(argv=None):
                         help="largest |longformer loss - dense loss| (nats) accepted before timing")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dense-window-offset", type=int, default=0, help=argparse.SUPPRESS)  # tests only
+    add_page_arguments(parser)
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_run_arguments(parser, args, min_length=2)
     if args.batch < 1:
         parser.error(f"--batch must be >= 1, got {args.batch}")
+    try:
+        check_page_path(args)
+    except ValueError as error:
+        parser.error(str(error))
     return args
+
+
+def page(report: dict, json_path: str, markdown_path: str) -> str:
+    """The results page of a stored run (``bench.results_page``)."""
+    s = report["settings"]
+    title = (f"Char-LM training step, {s['arch']}, {'relative' if s.get('relative_positions') else 'learned'} "
+             f"positions, activations {'checkpointed' if s.get('checkpoint_activations') else 'kept'}: "
+             "Longformer against dense attention")
+    return results_page.model_page(report, build_parser(), "longformer-bench-lm", title, MODELS, json_path,
+                                   markdown_path, step="step")
+
+
+def replot(json_path: str, markdown_path=None) -> int:
+    """Re-print the table and (with ``markdown_path``) re-write the page of a stored run."""
+    try:
+        report = load_report(json_path, MODELS)
+    except ValueError as error:
+        print(f"longformer-bench-lm: error: {error}", file=sys.stderr)
+        return 2
+    print(format_rows(report["results"]))
+    if markdown_path:
+        results_page.write_page(page(report, json_path, markdown_path), markdown_path)
+        print(f"\nwrote {markdown_path}")
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.replot:
+        return replot(args.replot, args.markdown)
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args)
     started = time.time()
@@ -84,7 +122,9 @@ def main(argv=None) -> int:
     print()
     print(format_rows(rows))
     path = write_report(args, rows, started, loss_checks=checks)
-    print(f"\nwrote {path}")
+    if args.markdown:
+        results_page.write_page(page(load_report(path, MODELS), path, args.markdown), args.markdown)
+    print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
     return 0
 
 

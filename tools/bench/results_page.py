@@ -1,0 +1,160 @@
+"""A benchmark's results page: the markdown that ``--markdown PATH`` writes beside the JSON of
+``longformer-bench``, ``longformer-bench-lm`` and ``longformer-bench-led``, built from that JSON
+alone, so that ``--replot JSON`` re-renders the same bytes without measuring anything.
+
+The page opens with the command that measures it again, reconstructed from the JSON's
+``settings`` and the command's own parser (a flag is named only where its value differs from the
+parser's default), and the command that re-renders it from the JSON. Ratios are the ones the
+tools store, in their one convention: speedup = baseline time / this time (> 1: this is faster),
+memory ratio = this peak / baseline peak (< 1: this needs less).
+"""
+import argparse
+import os
+import shlex
+from typing import List, Optional, Sequence
+
+from .contenders import CONTENDERS
+
+# flags that say what to do with a run, not how it was measured: never part of the command
+NOT_SETTINGS = ("replot", "markdown", "out_dir", "name", "help")
+
+
+def _flag_value(action: argparse.Action, value) -> List[str]:
+    """The words that give ``action`` the value ``value`` on a command line."""
+    if isinstance(value, (list, tuple)):
+        words = [f"{v:g}" if isinstance(v, float) else str(v) for v in value]
+        # nargs="+" takes separate words; a list parsed from one word (--lengths 512,1024) takes one
+        return words if action.nargs in ("+", "*") else [",".join(words)]
+    return [f"{value:g}" if isinstance(value, float) else str(value)]
+
+
+def command_line(prog: str, parser: argparse.ArgumentParser, settings: dict, json_path: str,
+                 markdown_path: str) -> str:
+    """The shell command that measures again what ``settings`` describe and writes ``json_path``
+    and ``markdown_path``. A setting missing from an older JSON, or equal to the parser's
+    default, is left out; a default worked out after parsing (None in the parser) is named."""
+    words = [prog]
+    for action in parser._actions:
+        if action.dest in NOT_SETTINGS or not action.option_strings or action.dest not in settings:
+            continue
+        value = settings[action.dest]
+        if value is None or value == action.default:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            words.append(action.option_strings[-1])
+        else:
+            words += [action.option_strings[-1]] + _flag_value(action, value)
+    out_dir, file_name = os.path.split(json_path)
+    words += ["--out-dir", out_dir or ".", "--name", os.path.splitext(file_name)[0], "--markdown", markdown_path]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _number(value, spec: str = "{:,.0f}") -> str:
+    return "-" if value is None else spec.format(value)
+
+
+def _header(title: str, prog: str, parser, report: dict, json_path: str, markdown_path: str) -> List[str]:
+    """Title, the two commands, the machine and the ratios' convention."""
+    env = report.get("environment", {})
+    settings = report.get("settings", {})
+    load = [env.get("load_average_at_start"), env.get("load_average_at_end")]
+    load_text = ", ".join(f"{when} {value[0]:.1f}" for when, value in zip(("start", "end"), load) if value)
+    machine = ", ".join(part for part in (
+        f"torch {env['torch']}" if env.get("torch") else "",
+        f"transformers {env['transformers']}" if env.get("transformers") else "",
+        f"{env.get('cpus') or env.get('cpu_count')} cores" if env.get("cpus") or env.get("cpu_count") else "",
+        f"{settings['threads']} thread(s) per worker" if "threads" in settings else "",
+        f"1-minute load average at {load_text}" if load_text else "",
+        f"{env['seconds']:,.0f} s" if env.get("seconds") else "") if part)
+    return [
+        f"# {title}", "",
+        "Written by this command (it measures again; minutes to hours on a CPU):", "",
+        "```bash", command_line(prog, parser, settings, json_path, markdown_path), "```", "",
+        "and re-rendered from the stored JSON, measuring nothing, by:", "",
+        "```bash", " ".join(shlex.quote(w) for w in (prog, "--replot", json_path, "--markdown", markdown_path)),
+        "```", "",
+        f"Data: [{os.path.basename(json_path)}]({os.path.relpath(json_path, os.path.dirname(markdown_path) or '.')}) "
+        "(every timed call, the settings, the environment). Machine: " + (machine or "not recorded") + ".", "",
+        f"Speedup = {report.get('speedup_definition', 'baseline time / this time (> 1: this is faster)')}; "
+        f"memory ratio = {report.get('memory_ratio_definition', 'this peak / baseline peak (< 1: this uses less)')}. "
+        "Times are medians of the timed calls in ms; peaks in MB, each measured in a fresh process."
+        + (f" (This file's ratios: {report['ratios_note']}.)" if report.get("ratios_note") else ""), "",
+    ]
+
+
+def _notes(rows: Sequence[dict]) -> List[str]:
+    notes = [f"- {r['impl']} at N = {r['length']:,}: {r['status']}: {r['note']}"
+             for r in rows if r["status"] != "ok" and r.get("note")]
+    return ["", "Not measured:", ""] + notes if notes else []
+
+
+def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
+                 png_path: Optional[str] = None) -> str:
+    """The page of ``longformer-bench``: the plot, then a table per global-token count."""
+    s = report["settings"]
+    lines = _header(f"Self-attention speed and memory, {s['device']}, {s['dtype']}", "longformer-bench",
+                    parser, report, json_path, markdown_path)
+    lines += [f"B = {s['batch']}, {s['heads']} heads, head dim {s['head_dim']}, one-sided window w = {s['window']} "
+              f"(Hugging Face attention_window {2 * s['window']}); from the hidden states through the q/k/v "
+              "projections to the heads' output" + (" and the output projection" if s.get("output_projection") else "")
+              + ". Contenders: dense = SDPA with the pattern as a boolean mask, torch / triton = this project's "
+              "module, hf = transformers' LongformerSelfAttention.", ""]
+    if png_path:
+        relative = os.path.relpath(png_path, os.path.dirname(markdown_path) or ".")
+        lines += [f"![time and peak memory against sequence length]({relative})", ""]
+    rows = report["results"]
+    for global_tokens in sorted({r["global_tokens"] for r in rows}):
+        lines += [f"## {global_tokens} global tokens", "",
+                  "| N | contender | status | fwd ms | fwd+bwd ms | fwd MB | fwd+bwd MB | speedup vs hf | "
+                  "speedup vs dense | memory vs hf | memory vs dense |",
+                  "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in sorted((r for r in rows if r["global_tokens"] == global_tokens),
+                          key=lambda r: (r["length"], CONTENDERS.index(r["impl"]))):
+            ratios = row["ratios"]
+            lines.append("| " + " | ".join([
+                f"{row['length']:,}", row["impl"], row["status"], _number(row["fwd_ms"]),
+                _number(row["fwd_bwd_ms"]), _number(row["peak_fwd_mb"]), _number(row["peak_fwd_bwd_mb"]),
+                _number(ratios.get("fwd_bwd_speedup_vs_hf"), "{:.2f}"),
+                _number(ratios.get("fwd_bwd_speedup_vs_dense"), "{:.2f}"),
+                _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_hf"), "{:.2f}"),
+                _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_dense"), "{:.2f}")]) + " |")
+        lines.append("")
+    lines += _notes(rows)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def model_page(report: dict, parser, prog: str, title: str, order: Sequence[str], json_path: str,
+               markdown_path: str, step: str = "fwd+bwd") -> str:
+    """The page of ``longformer-bench-lm`` / ``-led``: one model against one baseline per length,
+    ``order`` = (model, baseline); ``step`` names the timed forward+backward call."""
+    model, baseline = order[0], order[-1]
+    lines = _header(title, prog, parser, report, json_path, markdown_path)
+    checks = report.get("loss_checks")
+    if checks:
+        lines += ["Before timing, both models' losses on the same characters (eval mode): " + "; ".join(
+            f"N = {int(n):,}: {c['longformer_loss']:.6f} against {c['dense_loss']:.6f} nats "
+            f"(|difference| {c['difference']:.1e})" for n, c in checks.items()) + ".", ""]
+    check = report.get("check")
+    if check:
+        lines += [f"Before timing, both encoders at N = {check['length']} (inside the window): largest "
+                  f"|{model} - {baseline}| = {check['max_abs_diff']:.1e}.", ""]
+    lines += [f"| N | {'model' if prog.endswith('lm') else 'encoder'} | status | {step} ms | fwd ms | {step} MB | "
+              f"fwd MB | speedup ({baseline} / {model} time) | memory ratio ({model} / {baseline} peak) | "
+              "fwd speedup | fwd memory ratio |",
+              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in sorted(report["results"], key=lambda r: (r["length"], order.index(r["impl"]))):
+        r = row["ratios"]
+        lines.append("| " + " | ".join([
+            f"{row['length']:,}", row["impl"], row["status"], _number(row["fwd_bwd_ms"]), _number(row["fwd_ms"]),
+            _number(row["peak_fwd_bwd_mb"]), _number(row["peak_fwd_mb"]),
+            _number(r.get("fwd_bwd_speedup"), "{:.2f}"), _number(r.get("fwd_bwd_mem_ratio"), "{:.2f}"),
+            _number(r.get("fwd_speedup"), "{:.2f}"), _number(r.get("fwd_mem_ratio"), "{:.2f}")]) + " |")
+    lines += _notes(report["results"])
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_page(text: str, markdown_path: str) -> None:
+    """Write the page, creating its folder."""
+    os.makedirs(os.path.dirname(markdown_path) or ".", exist_ok=True)
+    with open(markdown_path, "w") as handle:
+        handle.write(text)
