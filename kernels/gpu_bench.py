@@ -164,6 +164,31 @@ def flex_contender(length: int, window: int, is_global: torch.Tensor, p_drop: fl
     return eager
 
 
+def check_flex_pattern(device: torch.device, smoke: bool) -> dict:
+    """FlexAttention's mask (per-head dilation 1 and 2, two global tokens) against the PyTorch path
+    on the same q, k, v (global rows with the local projections): proof that the benchmark times
+    the same pattern. {"rel_err", "tol", "ok"} or {"skipped"}."""
+    from .sliding_chunks import sliding_chunks_attention
+
+    heads, length, window, head_dim = (2, 64, 4, 16) if smoke else (4, 1024, 32, 64)
+    dtype = torch.float32 if smoke else torch.float16
+    dilation = (1, 2) * (heads // 2)
+    is_global = torch.zeros(length, dtype=torch.bool, device=device)
+    is_global[[0, length // 3]] = True
+    generator = torch.Generator(device=device).manual_seed(5)
+    q, k, v = (torch.randn(1, heads, length, head_dim, device=device, generator=generator, dtype=dtype)
+               for _ in range(3))
+    try:
+        flex = flex_contender(length, window, is_global, 0.0, torch.tensor(dilation, device=device))(q, k, v)
+    except Skip as why:
+        return dict(skipped=str(why))
+    expected = sliding_chunks_attention(q, k, v, q, k, v, AttentionPattern(window, dilation),
+                                        AttentionMasks(is_global=is_global[None]))
+    err = ((flex.double() - expected.double()).norm() / expected.double().norm()).item()
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    return dict(rel_err=err, tol=tol, ok=err <= tol, dtype=str(dtype), length=length, dilation=dilation)
+
+
 def measure(fn: Callable, inputs: List[torch.Tensor], used: int, backward: bool, device: torch.device,
             shape: dict) -> Dict[str, float]:
     """{"ms", "peak_mib"} of forward (+ backward from a random dO through the first ``used`` inputs)."""
@@ -188,9 +213,19 @@ def run_benchmark(device: torch.device, smoke: bool, log, batches=None, lengths=
     shape.update({k: v for k, v in dict(batches=batches, lengths=lengths, repeats=repeats).items() if v})
     rates = {d: matmul_tflops(DTYPES[d], device, shape["matmul"], 2, 5) for d in shape["dtypes"]}
     log(f"matmul {shape['matmul']}^3: " + ", ".join(f"{d} {r:.3g} TFLOP/s" for d, r in rates.items()))
+    rows, errors = [], 0
+    try:
+        flex_check = check_flex_pattern(device, smoke)
+    except Exception as error:  # noqa: BLE001 (a broken flex is a skipped contender, not a crash)
+        flex_check = dict(skipped=f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}")
+    if "skipped" in flex_check:
+        log(f"FlexAttention pattern check skipped: {flex_check['skipped']}")
+    else:
+        errors += not flex_check["ok"]
+        log(f"FlexAttention pattern = Longformer pattern: rel err {flex_check['rel_err']:.2g} "
+            f"(tol {flex_check['tol']:.0g}) {'ok' if flex_check['ok'] else 'FAIL'}")
     log(f"{'contender':10} {'B':>2} {'N':>6} {'dtype':5} {'drop':>4} {'pass':8} {'ms':>9} {'TFLOP/s':>8} "
         f"{'of mm':>6} {'peak MiB':>9}  note")
-    rows, errors = [], 0
     heads, head_dim, window = shape["heads"], shape["head_dim"], shape["window"]
     for length in shape["lengths"]:
         is_global = torch.zeros(length, dtype=torch.bool, device=device)
@@ -231,7 +266,8 @@ def run_benchmark(device: torch.device, smoke: bool, log, batches=None, lengths=
     conventions = ("useful FLOPs: band only, N(2w+1) - w(w+1) pairs per head, 4D per pair forward, backward "
                    "2.5x forward (fwd+bwd 3.5x); fraction: of the measured matmul rate at that dtype; "
                    "peak MiB: allocated by the call beyond its inputs; ms: median of CUDA-event times")
-    return dict(conventions=conventions, shape=shape, matmul_tflops=rates, rows=rows, errors=errors)
+    return dict(conventions=conventions, shape=shape, matmul_tflops=rates, flex_pattern_check=flex_check, rows=rows,
+                errors=errors)
 
 
 def format_row(row: dict) -> str:

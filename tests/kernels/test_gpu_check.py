@@ -40,6 +40,7 @@ def test_gpu_check_script_cpu_smoke(tmp_path):
             assert {("torch", dtype, p), ("triton", dtype, p), ("oracle_vs_reference", dtype, p)} <= seen
     assert ("torch", "bf16", 0.1) in seen and all(s["impl"] == "triton" for s in report["skipped_checks"])
     assert all(r["ok"] and r["rel_err"] <= r["tol"] for r in report["checks"])
+    assert report["benchmark"]["flex_pattern_check"]["ok"]  # flex is timed on the same pattern
     rows = {(r["contender"], r["passes"]): r for r in report["benchmark"]["rows"]}
     for name in ("triton", "torch", "sdpa_flash", "sdpa_band", "flex"):
         assert rows[(name, "fwd")]["ms"] > 0, rows[(name, "fwd")]
