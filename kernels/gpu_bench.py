@@ -152,6 +152,13 @@ def flex_contender(length: int, window: int, is_global: torch.Tensor, p_drop: fl
     block_mask = create_block_mask(mask_mod, None, None if dilation is None else dilation.numel(), length, length,
                                    device=str(device))
     if device.type == "cuda":
+        # one compile per (B, N, dtype): past dynamo's recompile limit (8 by default) flex would
+        # silently fall back to its eager, dense form and the table would time that instead
+        import torch._dynamo
+
+        for limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+            if hasattr(torch._dynamo.config, limit):
+                setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 256))
         attend = torch.compile(flex_attention, dynamic=False)
         return lambda q, k, v, *_: attend(q, k, v, block_mask=block_mask)
 
