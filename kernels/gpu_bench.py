@@ -156,7 +156,8 @@ def flex_contender(length: int, window: int, is_global: torch.Tensor, p_drop: fl
         # silently fall back to its eager, dense form and the table would time that instead
         import torch._dynamo
 
-        for limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        for limit in ("recompile_limit", "cache_size_limit",  # the second name of each: older torch
+                      "accumulated_recompile_limit", "accumulated_cache_size_limit"):
             if hasattr(torch._dynamo.config, limit):
                 setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 256))
         attend = torch.compile(flex_attention, dynamic=False)

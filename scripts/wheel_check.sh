@@ -15,9 +15,9 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$REPO/.venv}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/wheel-check.XXXXXX")"
 if [[ "${KEEP_WHEEL_CHECK:-0}" == 1 ]]; then echo "[wheel] keeping $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
-step() { echo "[wheel] $*"; }
-fail() { echo "[wheel] FAILED: $*" >&2; exit 1; }
 start=$SECONDS
+step() { echo "[wheel] $((SECONDS - start)) s: $*"; }
+fail() { echo "[wheel] FAILED: $*" >&2; exit 1; }
 
 [[ -x "$VENV/bin/python" && -f "$VENV/torch-constraint.txt" ]] || fail "no test environment at $VENV: run scripts/install.sh first"
 fairseq_wheel=("$VENV"/wheelhouse/fairseq_fixed-0.12.3.1-*.whl)
@@ -68,10 +68,12 @@ step "fresh virtual environment $WORK/venv, installing the wheel (not editable)"
 base_python="$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')"
 "$base_python" -m venv "$WORK/venv"
 py="$WORK/venv/bin/python"
-pip=("$py" -m pip install -q --disable-pip-version-check -c "$VENV/torch-constraint.txt")
+pip=("$py" -m pip install --disable-pip-version-check -c "$VENV/torch-constraint.txt")
+# pip's output goes to a log, shown when a step fails
+pip_quiet() { "${pip[@]}" "$@" >> "$WORK/pip.log" 2>&1 || { tail -30 "$WORK/pip.log" >&2; return 1; }; }
 # torch first, the same pinned version as the test venv (pip takes it from its cache or local wheels)
-"${pip[@]}" "$(cat "$VENV/torch-constraint.txt")" || fail "could not install $(cat "$VENV/torch-constraint.txt")"
-"${pip[@]}" --find-links "$VENV/wheelhouse" --only-binary fairseq-fixed "${wheel[0]}" \
+pip_quiet "$(cat "$VENV/torch-constraint.txt")" || fail "could not install $(cat "$VENV/torch-constraint.txt")"
+pip_quiet --find-links "$VENV/wheelhouse" --only-binary fairseq-fixed "${wheel[0]}" \
   || fail "pip could not install the wheel and its dependencies"
 if "$py" -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)"; then
   "$py" -m pip uninstall -y -q torchaudio 2>/dev/null || true  # a CUDA build beside a CPU torch (install.sh)
@@ -93,8 +95,10 @@ for script in $scripts; do
 done
 grep -q -- "--user-dir" "$WORK/help-longformer-train.txt" && grep -q "longformer-user-dir" "$WORK/help-longformer-train.txt" \
   || fail "longformer-train --help does not say how to name the plugin"
-"$WORK/venv/bin/fairseq-train" --user-dir "$("$WORK/venv/bin/longformer-user-dir")" --help 2>&1 | grep -q longformer_base \
-  || fail "fairseq-train --user-dir \$(longformer-user-dir) does not register the longformer architectures"
+"$WORK/venv/bin/fairseq-train" --user-dir "$("$WORK/venv/bin/longformer-user-dir")" --help > "$WORK/help-fairseq-train.txt" 2>&1 \
+  || fail "fairseq-train --user-dir \$(longformer-user-dir) --help exited non-zero"
+grep -q "longformer_mlm" "$WORK/help-fairseq-train.txt" \
+  || fail "fairseq-train --user-dir \$(longformer-user-dir) does not register the plugin's criterion longformer_mlm"
 
 step "tiny corpus (2 KJV books, a sentence per line) binarized with the wheel's fairseq-preprocess"
 books=("$REPO"/data/kjv/*.txt)
@@ -114,4 +118,4 @@ step "longformer-train: 2 updates of a tiny longformer_base, from $run"
 grep -q "num_updates=2" train.log || { tail -30 train.log >&2; fail "longformer-train did not reach 2 updates"; }
 grep -q "LongformerModel" train.log || fail "longformer-train did not build a LongformerModel"
 [[ -f ckpt/checkpoint_last.pt ]] || fail "longformer-train wrote no checkpoint_last.pt"
-step "passed in $((SECONDS - start)) s"
+step "passed"
