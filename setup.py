@@ -1,45 +1,68 @@
 """fairseq-longformer: a fairseq plugin that turns RoBERTa into Longformer.
 
-The repository folders ``kernels/`` and ``preprocessing/`` install under distinct import names
-(``longformer_kernels``, ``longformer_preprocessing``): generic top-level names such as
-``kernels`` already belong to other distributions on PyPI.
+Each source folder installs under its own import name (``PACKAGE_FOLDERS``): generic top-level
+names such as ``kernels`` already belong to other distributions on PyPI. Packages are found in
+those folders, not listed by hand, so a new subpackage cannot be left out of the wheel; a folder
+named there that does not exist yet (another branch adds it) is skipped.
+
+The installed code reads no data files of its own (no yaml, no tables): the Triton compile table
+``tests/kernels/triton_compile_results.json`` and ``recipes/hydra/`` are for tests and recipes
+in the repository, so the wheel holds Python modules only.
 
 Install order matters (fairseq-fixed must be built against the torch you run): see the README
 or ``scripts/install.sh``.
 """
-from setuptools import setup
+import os
+
+from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# repository folder -> import name
+PACKAGE_FOLDERS = {
+    "fairseq_longformer": "fairseq_longformer",
+    "kernels": "longformer_kernels",
+    "preprocessing": "longformer_preprocessing",
+    "tools": "longformer_tools",
+    "experiments": "longformer_experiments",
+}
+
+
+def discover_packages():
+    """(packages, package_dir) for every folder of PACKAGE_FOLDERS that exists and is a package."""
+    packages, package_dir = [], {}
+    for folder, name in PACKAGE_FOLDERS.items():
+        if not os.path.isfile(os.path.join(HERE, folder, "__init__.py")):
+            continue
+        packages.append(name)
+        package_dir[name] = folder
+        for sub in find_packages(where=os.path.join(HERE, folder)):
+            packages.append(f"{name}.{sub}")
+            package_dir[f"{name}.{sub}"] = os.path.join(folder, *sub.split("."))
+    return packages, package_dir
+
+
+PACKAGES, PACKAGE_DIR = discover_packages()
 
 setup(
     name="fairseq-longformer",
     version="0.1.0",
     description="Longformer (Beltagy et al., 2020) as a fairseq plugin: attention, pretraining, export",
-    python_requires=">=3.10",
-    packages=[
-        "fairseq_longformer",
-        "fairseq_longformer.modules",
-        "fairseq_longformer.models",
-        "fairseq_longformer.tasks",
-        "fairseq_longformer.criterions",
-        "fairseq_longformer.conversion",
-        "fairseq_longformer.conversion.families",
-        "fairseq_longformer.cli",
-        "longformer_kernels",
-        "longformer_preprocessing",
-        "longformer_experiments",
-        "longformer_tools",
-        "longformer_tools.bench",
-        "longformer_tools.cli",
-        "longformer_tools.report",
-        "longformer_preprocessing.tasks",
+    # fairseq-fixed 0.12.3.1 builds on 3.10-3.12 (a cp312 wheel exists); 3.13 is untested
+    python_requires=">=3.10,<3.13",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Operating System :: POSIX :: Linux",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
-    package_dir={
-        "longformer_kernels": "kernels",
-        "longformer_preprocessing": "preprocessing",
-        "longformer_experiments": "experiments",
-        "longformer_tools": "tools",
-    },
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
     install_requires=[
-        "torch>=2.1",
+        # torch <= 2.5.1 runs code from a pickle even under weights_only=True (CVE-2025-32434)
+        "torch>=2.6",
         "fairseq-fixed==0.12.3.1",
         "numpy>=1.26",
         "sentencepiece>=0.1.99",
@@ -58,6 +81,7 @@ setup(
     entry_points={
         "console_scripts": [
             "longformer-train = fairseq_longformer.cli.train:main",
+            "longformer-user-dir = fairseq_longformer.cli.train:print_user_dir",
             "longformer-bench = longformer_tools.cli.bench:main",
             "longformer-bench-led = longformer_tools.cli.bench_led:main",
             "longformer-bench-lm = longformer_tools.cli.bench_lm:main",
@@ -69,6 +93,7 @@ setup(
             "longformer-export-hf = fairseq_longformer.cli.export_hf:main",
             "longformer-import-hf = fairseq_longformer.cli.import_hf:main",
             "longformer-report = longformer_tools.cli.report:main",
+            "longformer-gpu-check = longformer_kernels.gpu_check:main",
         ]
     },
 )

@@ -8,6 +8,8 @@
                         ``triton_longformer_attention`` (imported on first use)
     triton_device.py    the Triton kernels, forward and backward (@triton.jit device code)
     api.py              one entry point, ``longformer_attention(..., impl=...)``
+    gpu_check.py        self-check on a GPU (``python -m longformer_kernels.gpu_check OUTDIR``)
+    gpu_bench.py        its benchmark against dense SDPA and FlexAttention
 
 Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D) -> (B, H, N, D). The fairseq plugin
 (``fairseq_longformer``) builds on this package; this package never imports the plugin.

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Set up the environment (scripts/install.sh, skipped when done) and run the whole test suite.
+# Set up the environment (scripts/install.sh, skipped when done), check the project as an installed
+# wheel (scripts/wheel_check.sh: a fresh venv, every console script, 2 training updates from
+# outside the repository), then run the test suite.
 #   bash scripts/test.sh [pytest arguments]
+# The wheel check (a few minutes) runs for the whole suite, i.e. without pytest arguments (CI), or
+# with WHEEL_CHECK=1; WHEEL_CHECK=0 skips it.
 # On a machine without CUDA the Triton kernels run in Triton's CPU interpreter
 # (TRITON_INTERPRET=1, set by the root conftest.py).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 bash scripts/install.sh
+if [[ "${WHEEL_CHECK:-$([[ $# -eq 0 ]] && echo 1 || echo 0)}" == 1 ]]; then
+  bash scripts/wheel_check.sh
+fi
 exec "${VENV:-$REPO/.venv}/bin/python" -m pytest -q "$@"

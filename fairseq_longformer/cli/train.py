@@ -5,15 +5,47 @@ from anywhere else fairseq cannot find the folder (and a second copy of the same
 refused as "not globally unique"). This wrapper passes the installed package's folder, so
 ``longformer-train DATA --arch longformer_base --task longformer_mlm ...`` works from any
 directory. Every other flag is fairseq-train's.
+
+``longformer-user-dir`` prints that folder, for fairseq's own commands:
+``fairseq-train --user-dir "$(longformer-user-dir)" ...`` (likewise fairseq-generate, -eval-lm).
 """
 import sys
 from pathlib import Path
+
+USAGE_NOTE = """\
+longformer-train: fairseq-train with the Longformer plugin loaded from the installed package
+(--user-dir {user_dir}).
+For fairseq's own commands, name the plugin with:  --user-dir "$(longformer-user-dir)"
+Every flag below is fairseq-train's.
+"""
+
+
+def user_dir() -> str:
+    """The installed ``fairseq_longformer`` folder: the value fairseq's ``--user-dir`` needs."""
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def print_user_dir(argv=None):
+    """``longformer-user-dir``: print the plugin folder for ``fairseq-* --user-dir``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv in (["-h"], ["--help"]):
+        print("usage: longformer-user-dir\n\nPrints the installed plugin's folder, for "
+              "fairseq's commands: fairseq-train --user-dir \"$(longformer-user-dir)\" ...")
+        return 0
+    if argv:
+        print(f"error: longformer-user-dir takes no arguments, got {' '.join(argv)!r}", file=sys.stderr)
+        return 2
+    print(user_dir())
+    return 0
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--user-dir" not in argv and not any(a.startswith("--user-dir=") for a in argv):
-        argv = ["--user-dir", str(Path(__file__).resolve().parent.parent)] + argv
+        argv = ["--user-dir", user_dir()] + argv
+    if "-h" in argv or "--help" in argv:
+        print(USAGE_NOTE.format(user_dir=user_dir()))
+        sys.stdout.flush()
     sys.argv = ["fairseq-train"] + argv
     from fairseq_cli.train import cli_main
 
