@@ -241,6 +241,53 @@ def _keep_the_last_short_batch() -> None:
 
 
 
+def _tpu_asked_for_on_the_command_line() -> bool:
+    """Whether the user asked for a TPU: ``--tpu`` (fairseq-train) or ``common.tpu=true`` (hydra)."""
+    import sys
+
+    for arg in sys.argv[1:]:
+        if arg == "--tpu" or arg.lstrip("+").lower() in ("common.tpu=true", "common.tpu=1"):
+            return True
+    return False
+
+
+def _bf16_without_a_tpu() -> None:
+    """fairseq's ``options.parse_args_and_arch`` turns every ``--bf16`` (and
+    ``--memory-efficient-bf16``) into ``--tpu``.
+
+    Fails without it: ``fairseq-train --bf16`` on CPU or CUDA stops in the Trainer with
+    ``AttributeError: 'NoneType' object has no attribute 'xla_device'`` (it asks torch_xla for
+    the device). With it, ``--tpu`` is implied only when the user asked for a TPU (``--tpu`` on
+    the command line); otherwise the run trains a bf16 model on CPU/CUDA: ``--bf16`` with fp32
+    master weights (fairseq's FP16Optimizer, unflattened for bf16), ``--memory-efficient-bf16``
+    without them (MemoryEfficientFP16Optimizer); both run without a loss scaler, which bf16's
+    fp32-sized exponent does not need. The fix sits in ``distributed_utils.call_main``, the first
+    fairseq function every CLI (train, eval-lm, generate, validate) calls after parsing: the
+    user dir, and so this module, is imported while the parse that sets ``tpu`` is already
+    running. fairseq-hydra-train never implies a TPU, so its configs are left alone.
+    """
+    import sys
+
+    from fairseq.distributed import utils as distributed_utils
+
+    original = distributed_utils.call_main
+    if getattr(original, "_longformer_patched", False):
+        return
+
+    def call_main(cfg, main, **kwargs):
+        common = cfg.common
+        from_argparse = "fairseq_cli.hydra_train" not in sys.modules
+        if from_argparse and getattr(common, "bf16", False) and common.tpu \
+                and not _tpu_asked_for_on_the_command_line():
+            common.tpu = False
+            cfg.distributed_training.tpu = False
+        return original(cfg, main, **kwargs)
+
+    call_main._longformer_patched = True
+    distributed_utils.call_main = call_main
+
+
+
 # Warnings the stack prints on every run that no user of this project can act on (they concern
 # fairseq's own code). Matched by message, so every other warning still shows.
 _UNACTIONABLE_WARNINGS = (
@@ -272,6 +319,7 @@ def apply() -> None:
     _atomic_checkpoint_copies()
     _resume_past_a_broken_last_checkpoint()
     _keep_the_last_short_batch()
+    _bf16_without_a_tpu()
     _quiet_unactionable_warnings()
 
 
