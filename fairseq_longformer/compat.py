@@ -288,6 +288,31 @@ def _bf16_without_a_tpu() -> None:
 
 
 
+def _bf16_inference() -> None:
+    """fairseq-eval-lm and fairseq-generate cast the model for ``--fp16`` only (``model.half()``).
+
+    Fails without it: ``fairseq-eval-lm --bf16`` / ``fairseq-generate --bf16`` (once
+    ``_bf16_without_a_tpu`` lets them start) silently evaluate in fp32, so a bf16 model is never
+    evaluated as it trained. With it, ``prepare_for_inference_``, which both call on every model
+    right after that cast, casts the model to bf16 when ``common.bf16`` is set.
+    """
+    from fairseq.models.fairseq_model import BaseFairseqModel
+
+    original = BaseFairseqModel.prepare_for_inference_
+    if getattr(original, "_longformer_patched", False):
+        return
+
+    def prepare_for_inference_(self, cfg):
+        common = getattr(cfg, "common", None)
+        if common is not None and getattr(common, "bf16", False) and not getattr(common, "fp16", False):
+            self.to(dtype=torch.bfloat16)
+        return original(self, cfg)
+
+    prepare_for_inference_._longformer_patched = True
+    BaseFairseqModel.prepare_for_inference_ = prepare_for_inference_
+
+
+
 # Warnings the stack prints on every run that no user of this project can act on (they concern
 # fairseq's own code). Matched by message, so every other warning still shows.
 _UNACTIONABLE_WARNINGS = (
@@ -320,6 +345,7 @@ def apply() -> None:
     _resume_past_a_broken_last_checkpoint()
     _keep_the_last_short_batch()
     _bf16_without_a_tpu()
+    _bf16_inference()
     _quiet_unactionable_warnings()
 
 
