@@ -313,6 +313,42 @@ def _bf16_inference() -> None:
 
 
 
+class _CpuTrainerTorch(types.ModuleType):
+    """``torch`` as seen by ``fairseq/trainer.py`` on a machine without CUDA: ``torch.tensor``
+    gives tensors whose ``.cuda()`` keeps them where they are (the trainer's only such call is
+    the zero gradient norm of a skipped fp16 step); everything else is torch itself."""
+
+    def __init__(self):
+        super().__init__("torch")
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def tensor(*args, **kwargs):
+        made = torch.tensor(*args, **kwargs)
+        if not torch.cuda.is_available():
+            made.cuda = lambda *_, **__: made
+        return made
+
+
+def _fp16_overflow_on_cpu() -> None:
+    """fairseq's Trainer answers an fp16 gradient overflow with ``torch.tensor(0.0).cuda()``.
+
+    Fails without it: ``--memory-efficient-fp16`` (or ``--fp16``) on CPU stops at the first
+    overflow, the dynamic loss scaler's ordinary way of finding its scale, with
+    ``AssertionError: Torch not compiled with CUDA enabled`` (seen with the char-LM, whose tied
+    embeddings' gradient of a frequent character overflows at the initial scale 128). With it,
+    the step is skipped and the scale halved, as on a GPU. Only ``fairseq.trainer`` sees the
+    change, and only on machines without CUDA.
+    """
+    from fairseq import trainer
+
+    if not isinstance(trainer.torch, _CpuTrainerTorch):
+        trainer.torch = _CpuTrainerTorch()
+
+
+
 # Warnings the stack prints on every run that no user of this project can act on (they concern
 # fairseq's own code). Matched by message, so every other warning still shows.
 _UNACTIONABLE_WARNINGS = (
@@ -346,6 +382,7 @@ def apply() -> None:
     _keep_the_last_short_batch()
     _bf16_without_a_tpu()
     _bf16_inference()
+    _fp16_overflow_on_cpu()
     _quiet_unactionable_warnings()
 
 
