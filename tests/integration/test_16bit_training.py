@@ -32,9 +32,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-import torch
-
 from longformer_preprocessing.chars import prepare
 
 from tests.charlm.test_train_eval import BLOCK, BOOKS, TINY_LM
