@@ -54,8 +54,8 @@ def kjv_data_bin(tmp_path_factory) -> Path:
     return make_word_level_data_bin(tmp_path_factory.mktemp("kjv"))
 
 
-@pytest.fixture(scope="session")
-def accelerator():
+
+def _accelerator():
     """Where the kernel and attention tests run, and in which dtypes: CUDA when present, else the
     CPU with Triton's interpreter (the root conftest.py set TRITON_INTERPRET=1). ``triton_dtypes``:
     what the Triton kernels are checked in; the interpreter's bf16 arithmetic is wrong (it
@@ -71,3 +71,12 @@ def accelerator():
         device=torch.device("cuda" if cuda else "cpu"), interpreter=not cuda,
         triton_dtypes=(torch.float32, *sixteen),
         torch_dtypes=(torch.float32, torch.float16, torch.bfloat16))
+
+
+ACCELERATOR = _accelerator()  # also read at import by tests/kernels/kernel_helpers.py (DEVICE)
+
+
+@pytest.fixture(scope="session")
+def accelerator():
+    """The kernel and attention tests' device and dtypes (``_accelerator``)."""
+    return ACCELERATOR
