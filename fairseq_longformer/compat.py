@@ -7,6 +7,7 @@ tests (resume with --restore-file, --sample-break-mode eos, torchrun on CPU).
 """
 import logging
 import os
+import sys
 import types
 import warnings
 import zipfile
@@ -242,13 +243,8 @@ def _keep_the_last_short_batch() -> None:
 
 
 def _tpu_asked_for_on_the_command_line() -> bool:
-    """Whether the user asked for a TPU: ``--tpu`` (fairseq-train) or ``common.tpu=true`` (hydra)."""
-    import sys
-
-    for arg in sys.argv[1:]:
-        if arg == "--tpu" or arg.lstrip("+").lower() in ("common.tpu=true", "common.tpu=1"):
-            return True
-    return False
+    """Whether the user passed ``--tpu`` (fairseq's parser accepts no abbreviation of it)."""
+    return "--tpu" in sys.argv[1:]
 
 
 def _bf16_without_a_tpu() -> None:
@@ -266,8 +262,6 @@ def _bf16_without_a_tpu() -> None:
     user dir, and so this module, is imported while the parse that sets ``tpu`` is already
     running. fairseq-hydra-train never implies a TPU, so its configs are left alone.
     """
-    import sys
-
     from fairseq.distributed import utils as distributed_utils
 
     original = distributed_utils.call_main
