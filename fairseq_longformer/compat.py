@@ -7,6 +7,7 @@ tests (resume with --restore-file, --sample-break-mode eos, torchrun on CPU).
 """
 import logging
 import os
+import sys
 import types
 import warnings
 import zipfile
@@ -241,6 +242,107 @@ def _keep_the_last_short_batch() -> None:
 
 
 
+def _tpu_asked_for_on_the_command_line() -> bool:
+    """Whether the user passed ``--tpu`` (fairseq's parser accepts no abbreviation of it)."""
+    return "--tpu" in sys.argv[1:]
+
+
+def _bf16_without_a_tpu() -> None:
+    """fairseq's ``options.parse_args_and_arch`` turns every ``--bf16`` (and
+    ``--memory-efficient-bf16``) into ``--tpu``.
+
+    Fails without it: ``fairseq-train --bf16`` on CPU or CUDA stops in the Trainer with
+    ``AttributeError: 'NoneType' object has no attribute 'xla_device'`` (it asks torch_xla for
+    the device). With it, ``--tpu`` is implied only when the user asked for a TPU (``--tpu`` on
+    the command line); otherwise the run trains a bf16 model on CPU/CUDA: ``--bf16`` with fp32
+    master weights (fairseq's FP16Optimizer, unflattened for bf16), ``--memory-efficient-bf16``
+    without them (MemoryEfficientFP16Optimizer); both run without a loss scaler, which bf16's
+    fp32-sized exponent does not need. The fix sits in ``distributed_utils.call_main``, the first
+    fairseq function every CLI (train, eval-lm, generate, validate) calls after parsing: the
+    user dir, and so this module, is imported while the parse that sets ``tpu`` is already
+    running. fairseq-hydra-train never implies a TPU, so its configs are left alone.
+    """
+    from fairseq.distributed import utils as distributed_utils
+
+    original = distributed_utils.call_main
+    if getattr(original, "_longformer_patched", False):
+        return
+
+    def call_main(cfg, main, **kwargs):
+        common = cfg.common
+        from_argparse = "fairseq_cli.hydra_train" not in sys.modules
+        if from_argparse and getattr(common, "bf16", False) and common.tpu \
+                and not _tpu_asked_for_on_the_command_line():
+            common.tpu = False
+            cfg.distributed_training.tpu = False
+        return original(cfg, main, **kwargs)
+
+    call_main._longformer_patched = True
+    distributed_utils.call_main = call_main
+
+
+
+def _bf16_inference() -> None:
+    """fairseq-eval-lm and fairseq-generate cast the model for ``--fp16`` only (``model.half()``).
+
+    Fails without it: ``fairseq-eval-lm --bf16`` / ``fairseq-generate --bf16`` (once
+    ``_bf16_without_a_tpu`` lets them start) silently evaluate in fp32, so a bf16 model is never
+    evaluated as it trained. With it, ``prepare_for_inference_``, which both call on every model
+    right after that cast, casts the model to bf16 when ``common.bf16`` is set.
+    """
+    from fairseq.models.fairseq_model import BaseFairseqModel
+
+    original = BaseFairseqModel.prepare_for_inference_
+    if getattr(original, "_longformer_patched", False):
+        return
+
+    def prepare_for_inference_(self, cfg):
+        common = getattr(cfg, "common", None)
+        if common is not None and getattr(common, "bf16", False) and not getattr(common, "fp16", False):
+            self.to(dtype=torch.bfloat16)
+        return original(self, cfg)
+
+    prepare_for_inference_._longformer_patched = True
+    BaseFairseqModel.prepare_for_inference_ = prepare_for_inference_
+
+
+
+class _CpuTrainerTorch(types.ModuleType):
+    """``torch`` as seen by ``fairseq/trainer.py`` on a machine without CUDA: ``torch.tensor``
+    gives tensors whose ``.cuda()`` keeps them where they are (the trainer's only such call is
+    the zero gradient norm of a skipped fp16 step); everything else is torch itself."""
+
+    def __init__(self):
+        super().__init__("torch")
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def tensor(*args, **kwargs):
+        made = torch.tensor(*args, **kwargs)
+        if not torch.cuda.is_available():
+            made.cuda = lambda *_, **__: made
+        return made
+
+
+def _fp16_overflow_on_cpu() -> None:
+    """fairseq's Trainer answers an fp16 gradient overflow with ``torch.tensor(0.0).cuda()``.
+
+    Fails without it: ``--memory-efficient-fp16`` (or ``--fp16``) on CPU stops at the first
+    overflow, the dynamic loss scaler's ordinary way of finding its scale, with
+    ``AssertionError: Torch not compiled with CUDA enabled`` (seen with the char-LM, whose tied
+    embeddings' gradient of a frequent character overflows at the initial scale 128). With it,
+    the step is skipped and the scale halved, as on a GPU. Only ``fairseq.trainer`` sees the
+    change, and only on machines without CUDA.
+    """
+    from fairseq import trainer
+
+    if not isinstance(trainer.torch, _CpuTrainerTorch):
+        trainer.torch = _CpuTrainerTorch()
+
+
+
 # Warnings the stack prints on every run that no user of this project can act on (they concern
 # fairseq's own code). Matched by message, so every other warning still shows.
 _UNACTIONABLE_WARNINGS = (
@@ -272,6 +374,9 @@ def apply() -> None:
     _atomic_checkpoint_copies()
     _resume_past_a_broken_last_checkpoint()
     _keep_the_last_short_batch()
+    _bf16_without_a_tpu()
+    _bf16_inference()
+    _fp16_overflow_on_cpu()
     _quiet_unactionable_warnings()
 
 

@@ -56,7 +56,8 @@
 #   WARMUP_FRACTION=0.1 WARMUP_MAX=10000
 #   WEIGHT_DECAY=0.01 CLIP_NORM=0.25
 #   NGPUS=1 BATCH_PER_GPU=1  fairseq-train uses every visible GPU; NGPUS is for the arithmetic
-#   PRECISION=fp16           fp16 | fp32 (CPU: fp32, with CPU=1)
+#   PRECISION=fp16           fp16 | bf16 | fp32 (bf16 on compute capability >= 8.0, see docs/precision.md;
+#                            CPU: fp32, with CPU=1)
 #   CPU=0                    1: --cpu
 #   CHECKPOINT_ACTIVATIONS=1
 #   MODEL_ARGS=              more model flags (e.g. --decoder-layers 4 --decoder-embed-dim 128)
@@ -178,8 +179,9 @@ charlm_main() {
   local precision=() checkpointing=() cpu=() extra=() model_args=() positions=()
   case "$PRECISION" in
     fp16) precision=(--fp16) ;;
+    bf16) precision=(--bf16) ;;
     fp32) ;;
-    *) charlm_die "PRECISION=$PRECISION: must be fp16 or fp32" ;;
+    *) charlm_die "PRECISION=$PRECISION: must be fp16, bf16 or fp32" ;;
   esac
   [[ "$CHECKPOINT_ACTIVATIONS" == 1 ]] && checkpointing=(--checkpoint-activations)
   [[ "$CPU" == 1 ]] && cpu=(--cpu)

@@ -26,7 +26,11 @@
 #   ROBERTA_CKPT                required: RoBERTa checkpoint converted by longformer-convert-roberta
 #                               (positions extended to 4,096); loaded on the first launch only
 #   SAVE_DIR=checkpoints/longformer_$MODEL   must be a filesystem every node sees
-#   PRECISION=fp16              fp16 | memory-efficient-fp16 | fp32 (bf16: refused, see README)
+#   PRECISION=auto              auto | bf16 | memory-efficient-bf16 | fp16 | memory-efficient-fp16 | fp32
+#                               auto: bf16 when every GPU nvidia-smi lists has compute capability
+#                               >= 8.0 (A100, H100: bf16 needs no loss scaler and cannot overflow
+#                               where fp16 does), else fp16 (V100 and older: no bf16 tensor cores;
+#                               the paper's setting); see docs/precision.md
 #   CHECKPOINT_ACTIVATIONS=1    1: --checkpoint-activations (recompute each layer in backward)
 #   BATCH_PER_GPU=1             sequences per GPU per forward/backward
 #   TOKENS_PER_SAMPLE=4096      block length (also --max-positions)
@@ -56,7 +60,7 @@ MODEL="${MODEL:-base}"
 DATA="${DATA:-}"
 ROBERTA_CKPT="${ROBERTA_CKPT:-}"
 SAVE_DIR="${SAVE_DIR:-checkpoints/longformer_$MODEL}"
-PRECISION="${PRECISION:-fp16}"
+PRECISION="${PRECISION:-auto}"
 CHECKPOINT_ACTIVATIONS="${CHECKPOINT_ACTIVATIONS:-1}"
 BATCH_PER_GPU="${BATCH_PER_GPU:-1}"
 TOKENS_PER_SAMPLE="${TOKENS_PER_SAMPLE:-4096}"
@@ -90,6 +94,20 @@ longformer_is_positive_int() {
   [[ "$1" =~ ^[1-9][0-9]*$ ]]
 }
 
+# PRECISION=auto: bf16 when nvidia-smi lists GPUs and the smallest compute capability among them
+# is >= 8.0 (Ampere and later have bf16 tensor cores), fp16 otherwise (older GPUs, or no
+# nvidia-smi here, e.g. a login node preparing a job: the paper's fp16).
+longformer_auto_precision() {
+  local capabilities lowest
+  capabilities="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null)" || capabilities=""
+  lowest="$(printf '%s\n' "$capabilities" | awk -F. '/^[0-9]+\.[0-9]+/ {v = $1 * 100 + $2; if (min == "" || v < min) min = v} END {print min}')"
+  if [[ -n "$lowest" ]] && (( lowest >= 800 )); then
+    echo bf16
+  else
+    echo fp16
+  fi
+}
+
 # Checks the settings and fills UPDATE_FREQ, WORLD_SIZE and TRAIN_CMD (an array: the
 # fairseq-train command line). Needs NNODES and GPUS_PER_NODE from the launcher.
 longformer_build_command() {
@@ -119,14 +137,17 @@ longformer_build_command() {
   UPDATE_FREQ=$((SEQUENCES_PER_UPDATE / per_step))
   echo "tokens per update: $TOKENS_PER_SAMPLE tokens x $BATCH_PER_GPU per GPU x $WORLD_SIZE GPUs ($NNODES x $GPUS_PER_NODE) x update-freq $UPDATE_FREQ = $((TOKENS_PER_SAMPLE * BATCH_PER_GPU * WORLD_SIZE * UPDATE_FREQ))" >&2
 
+  [[ "$PRECISION" == auto ]] && PRECISION="$(longformer_auto_precision)"
   local precision_args=()
   case "$PRECISION" in
+    bf16) precision_args=(--bf16) ;;
+    memory-efficient-bf16) precision_args=(--memory-efficient-bf16) ;;
     fp16) precision_args=(--fp16) ;;
     memory-efficient-fp16) precision_args=(--memory-efficient-fp16) ;;
     fp32) precision_args=() ;;
-    bf16) longformer_die "PRECISION=bf16: fairseq-train turns --bf16 into --tpu (fairseq/options.py) and would look for an XLA device instead of the GPU; use PRECISION=fp16, or bf16 through fairseq-hydra-train (recipes/hydra, common.bf16=true common.fp16=false; see recipes/README.md)" ;;
-    *) longformer_die "PRECISION=$PRECISION: must be fp16, memory-efficient-fp16 or fp32" ;;
+    *) longformer_die "PRECISION=$PRECISION: must be auto, bf16, memory-efficient-bf16, fp16, memory-efficient-fp16 or fp32" ;;
   esac
+  echo "precision: $PRECISION" >&2
   local checkpoint_args=()
   case "$CHECKPOINT_ACTIVATIONS" in
     1) checkpoint_args=(--checkpoint-activations) ;;

@@ -52,3 +52,31 @@ def make_word_level_data_bin(destdir: Path, train_books=8, valid_books=2, vocab=
 def kjv_data_bin(tmp_path_factory) -> Path:
     """A word-level binarized corpus of 8 train and 2 valid KJV books (lines split by paragraph)."""
     return make_word_level_data_bin(tmp_path_factory.mktemp("kjv"))
+
+
+
+def _accelerator():
+    """Where the kernel and attention tests run, and in which dtypes: CUDA when present, else the
+    CPU with Triton's interpreter (the root conftest.py set TRITON_INTERPRET=1). ``triton_dtypes``:
+    what the Triton kernels are checked in; the interpreter's bf16 arithmetic is wrong (it
+    computes on the raw bits), so there bf16 is checked on the PyTorch path only
+    (``torch_dtypes``)."""
+    import types
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    sixteen = (torch.float16, torch.bfloat16) if cuda else (torch.float16,)
+    return types.SimpleNamespace(
+        device=torch.device("cuda" if cuda else "cpu"), interpreter=not cuda,
+        triton_dtypes=(torch.float32, *sixteen),
+        torch_dtypes=(torch.float32, torch.float16, torch.bfloat16))
+
+
+ACCELERATOR = _accelerator()  # also read at import by tests/kernels/kernel_helpers.py (DEVICE)
+
+
+@pytest.fixture(scope="session")
+def accelerator():
+    """The kernel and attention tests' device and dtypes (``_accelerator``)."""
+    return ACCELERATOR

@@ -103,15 +103,18 @@ def dense_attention(q, k, v, q_g, k_g, v_g, pattern, masks):
     return out
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_torch_path_low_precision_within_twice_torch_error(dtype):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
+def test_torch_path_low_precision_within_twice_torch_error(dtype, accelerator):
     """err(ours at dtype) <= 2 * err(dense PyTorch attention at dtype), both against the fp64
-    reference (the rule of flash-attention's tests)."""
+    reference (the rule of flash-attention's tests); ours on the accelerator's device."""
+    assert dtype in accelerator.torch_dtypes
     tensors, masks = make_inputs(2, 3, 97, 16, 3, 5)
     pattern = AttentionPattern(window=6, dilation=(1, 2, 1))
     exact = reference_attention(*tensors, pattern, masks)
     low = [t.detach().to(dtype) for t in tensors]
-    ours = sliding_chunks_attention(*low, pattern, masks)
+    device = accelerator.device
+    on_device = AttentionMasks(padding=masks.padding.to(device), is_global=masks.is_global.to(device))
+    ours = sliding_chunks_attention(*(t.to(device) for t in low), pattern, on_device).cpu()
     assert ours.dtype == dtype
     baseline = (dense_attention(*low, pattern, masks).double() - exact).abs().max().item()
     err = (ours.double() - exact).abs().max().item()

@@ -52,7 +52,7 @@ def run(fn, tensors, pattern, masks, dropout=None, **kwargs):
     *six, bias = tensors
     out = fn(*six, pattern, masks, dropout=dropout, band_bias=bias, **kwargs)
     grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    grad_out = grad_out.to(out.dtype)  # the same dO at every precision
+    grad_out = grad_out.to(out.device, out.dtype)  # the same dO at every precision and device
     grads = torch.autograd.grad((out * grad_out).sum(), tensors, allow_unused=True)
     return out, [torch.zeros_like(t) if g is None else g for g, t in zip(grads, tensors)]
 
@@ -162,18 +162,28 @@ def test_torch_path_without_global_rows_keeps_the_bias_of_every_other_row():
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0, msg=lambda m: f"grad {name}: {m}")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_torch_path_low_precision(dtype):
-    """fp32 / fp16 inputs (bias included): the bias is added in fp32, the output close to the
-    fp64 reference of the rounded inputs, the bias gradient in the bias's dtype."""
+# bf16 keeps 8 significand bits to fp16's 11: 8x the fp16 tolerance
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
+def test_torch_path_low_precision(dtype, accelerator):
+    """fp32 / fp16 / bf16 inputs (bias included), on the accelerator's device: the bias is added
+    in fp32, the output close to the fp64 reference of the rounded inputs, the bias gradient in
+    the bias's dtype."""
+    assert dtype in accelerator.torch_dtypes
     pattern = AttentionPattern(window=5, dilation=(1, 1, 2, 3))
     tensors, masks = make_inputs(2, 4, 70, 16, 2, 6, pattern)
-    low = [t.detach().to(dtype).requires_grad_() for t in tensors]
-    exact = [t.detach().double().requires_grad_() for t in low]
+    low = [t.detach().to(accelerator.device, dtype).requires_grad_() for t in tensors]
+    exact = [t.detach().cpu().double().requires_grad_() for t in low]
     ref_out, ref_grads = run(reference_attention, exact, pattern, masks)
-    out, grads = run(sliding_chunks_attention, low, pattern, masks)
+    device = accelerator.device
+    on_device = AttentionMasks(padding=masks.padding.to(device),
+                               is_global=None if masks.is_global is None else masks.is_global.to(device))
+    out, grads = run(sliding_chunks_attention, low, pattern, on_device)
+    out, grads = out.cpu(), [g.cpu() for g in grads]
     assert out.dtype == dtype and grads[6].dtype == dtype
-    tol = 1e-5 if dtype == torch.float32 else 2e-3
+    tol = TOLERANCE[dtype]
     torch.testing.assert_close(out.double(), ref_out, atol=tol, rtol=tol)
     for name, grad, ref in zip(NAMES, grads, ref_grads):
         torch.testing.assert_close(grad.double(), ref, atol=tol * 4, rtol=tol * 4, msg=lambda m: f"grad {name}: {m}")

@@ -159,9 +159,12 @@ GRID = [pytest.param(case, dropout, id=case.name + ("-dropout" if dropout else "
         if dropout is not None or case.length < 1025]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("case, dropout", GRID)
-def test_matches_reference(case: Case, dropout: Optional[AttentionDropout], dtype: torch.dtype):
+def test_matches_reference(case: Case, dropout: Optional[AttentionDropout], dtype: torch.dtype, accelerator):
+    if dtype not in accelerator.triton_dtypes:
+        pytest.skip("Triton's interpreter computes bf16 on the raw bits (wrong): bf16 runs on CUDA only; "
+                    "on a CPU the PyTorch path is checked in bf16 (test_production_configuration.py)")
     _check_against_reference(case, dtype, dropout)
 
 
@@ -192,8 +195,8 @@ def test_gpu_tiles(case: Case, dtype: torch.dtype, head_dim: int, monkeypatch):
     assert launched and set(launched) == {gpu}, launched
 
 
-def test_causal_global_refused():
-    q = torch.randn(1, 1, 8, HEAD_DIM)
+def test_causal_global_refused(accelerator):
+    q = torch.randn(1, 1, 8, HEAD_DIM, device=accelerator.device)
     is_global = torch.zeros(1, 8, dtype=torch.bool)
     is_global[0, 3] = True
     with pytest.raises(ValueError, match="causal"):
@@ -268,27 +271,27 @@ STRIDED_CASE = Case("strided", 2, 2, 29, window=3, dilation=(2, 1), valid_length
                     global_positions=[[1], [7, 8]])
 
 
-def test_strided_inputs_match_contiguous():
+def test_strided_inputs_match_contiguous(accelerator):
     """The module's layout: (B, H, N, D) views of (N, B, H, D) tensors, strides (H*D, D, B*H*D,
     1), run without copies and give out and grads in that layout, equal to the contiguous call."""
     case = STRIDED_CASE
     pattern = AttentionPattern(case.window, case.dilation)
     masks = case_masks(case)
     inputs, grad_out = random_inputs(case, torch.float32)
-    strided = [t.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3) for t in inputs]
+    strided = [t.to(accelerator.device).permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3) for t in inputs]
     assert strided[0].stride() == (2 * HEAD_DIM, HEAD_DIM, 4 * HEAD_DIM, 1)
     leaves = [t.detach().requires_grad_() for t in strided]
     out = triton_longformer_attention(*leaves, pattern, masks, dropout=DROPOUT)
-    out.backward(grad_out)
+    out.backward(grad_out.to(accelerator.device))
     assert out.stride() == strided[0].stride()
     for leaf in leaves:
         assert leaf.grad.stride() == strided[0].stride()
     contiguous = forward_backward(
         lambda *x: triton_longformer_attention(*x, pattern, masks, dropout=DROPOUT), inputs, grad_out)
-    for name, a, b in zip(NAMES, [out.detach()] + [t.grad for t in leaves], contiguous):
+    for name, a, b in zip(NAMES, [out.detach().cpu()] + [t.grad.cpu() for t in leaves], contiguous):
         torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
     # mixed layouts: k transposed the other way, the global family contiguous, odd grad_out
-    mixed = [strided[0], inputs[1].transpose(1, 2).contiguous().transpose(1, 2), strided[2],
+    mixed = [strided[0].cpu(), inputs[1].transpose(1, 2).contiguous().transpose(1, 2), strided[2].cpu(),
              *inputs[3:]]
     results = forward_backward(
         lambda *x: triton_longformer_attention(*x, pattern, masks, dropout=DROPOUT),
@@ -298,7 +301,7 @@ def test_strided_inputs_match_contiguous():
 
 
 @pytest.mark.parametrize("dropout", [None, DROPOUT], ids=["", "dropout"])
-def test_without_global_rows(dropout, monkeypatch):
+def test_without_global_rows(dropout, monkeypatch, accelerator):
     """global_rows=False, q_g = k_g = v_g = None: the local rows and dq, dk, dv of the full call,
     zeros in the global rows, and no global-row kernel run (forward or backward)."""
     case = STRIDED_CASE
@@ -321,8 +324,8 @@ def test_without_global_rows(dropout, monkeypatch):
     assert launched == ["_band_fwd_kernel" + drop, "_band_bwd_dq_kernel" + drop,
                         "_band_bwd_dkdv_kernel" + drop, "_cross_bwd_dkdv_kernel GLOBAL_KEYS" + drop]
     # stand-ins for the global projections (as the module passes) get no gradient either
-    leaves = [t.detach().requires_grad_() for t in inputs]
-    triton_longformer_attention(*leaves, pattern, masks, global_rows=False).backward(grad_out)
+    leaves = [t.detach().to(accelerator.device).requires_grad_() for t in inputs]
+    triton_longformer_attention(*leaves, pattern, masks, global_rows=False).backward(grad_out.to(accelerator.device))
     assert all(t.grad is None for t in leaves[3:])
 
 
@@ -333,7 +336,7 @@ def test_without_global_rows(dropout, monkeypatch):
     ("q_g", ["_band_fwd_kernel", "_global_rows_fwd_kernel", "_global_rows_bwd_dq_kernel"]),
     ("v_g", ["_band_fwd_kernel", "_global_rows_fwd_kernel", "_cross_bwd_dkdv_kernel"]),
 ])
-def test_only_requested_gradients(wanted, kernels_run, monkeypatch):
+def test_only_requested_gradients(wanted, kernels_run, monkeypatch, accelerator):
     """Inputs with requires_grad=False get None, and kernels computing only their gradients do
     not run; the requested gradients equal those of the full call."""
     case = STRIDED_CASE
@@ -343,24 +346,24 @@ def test_only_requested_gradients(wanted, kernels_run, monkeypatch):
     full = forward_backward(lambda *x: triton_longformer_attention(*x, pattern, masks),
                             inputs, grad_out)
     names = {"q": ["q"], "kv": ["k", "v"], "q_g": ["q_g"], "v_g": ["v_g"]}[wanted]
-    leaves = [t.detach().requires_grad_(name in names)
+    leaves = [t.detach().to(accelerator.device).requires_grad_(name in names)
               for name, t in zip(("q", "k", "v", "q_g", "k_g", "v_g"), inputs)]
     launched = _record_launches(monkeypatch)
-    triton_longformer_attention(*leaves, pattern, masks).backward(grad_out)
+    triton_longformer_attention(*leaves, pattern, masks).backward(grad_out.to(accelerator.device))
     assert launched == kernels_run
     for name, leaf, expected in zip(NAMES[1:], leaves, full[1:]):
         if leaf.requires_grad:
-            torch.testing.assert_close(leaf.grad, expected, atol=0, rtol=0, msg=name)
+            torch.testing.assert_close(leaf.grad.cpu(), expected, atol=0, rtol=0, msg=name)
         else:
             assert leaf.grad is None, name
 
 
-def test_launcher_refuses_unlisted_configuration(monkeypatch):
+def test_launcher_refuses_unlisted_configuration(monkeypatch, accelerator):
     """The launchers can only run what launch_configurations() lists (and the compile test
     compiles): a block_config outside it is refused."""
     kernels._known_configs(True)  # the list as block_config gives it (cached) before the patch
     monkeypatch.setattr(kernels, "block_config", lambda *args: kernels.BlockConfig(16, 64, 16, 1, 1))
-    q = torch.randn(1, 1, 8, HEAD_DIM)
+    q = torch.randn(1, 1, 8, HEAD_DIM, device=accelerator.device)
     with pytest.raises(RuntimeError, match="not in launch_configurations"):
         triton_longformer_attention(q, q, q, None, None, None, AttentionPattern(2))
 
@@ -415,29 +418,29 @@ def test_global_inputs_without_global_tokens_get_zero_gradients():
         assert (grad == 0).all(), f"{name} must be zero when no token is global"
 
 
-def test_clear_errors():
+def test_clear_errors(accelerator):
     pattern = AttentionPattern(window=2)
-    q = torch.randn(1, 2, 8, HEAD_DIM)
+    q = torch.randn(1, 2, 8, HEAD_DIM, device=accelerator.device)
     with pytest.raises(ValueError, match="q must be"):
         triton_longformer_attention(q[0], q[0], q[0], None, None, None, pattern)
     with pytest.raises(ValueError, match="k must match q"):
         triton_longformer_attention(q, q.half(), q, None, None, None, pattern)
     with pytest.raises(ValueError, match="v must match q"):
         triton_longformer_attention(q, q, q[:, :, :4], None, None, None, pattern)
-    is_global = torch.zeros(1, 8, dtype=torch.bool)
+    is_global = torch.zeros(1, 8, dtype=torch.bool, device=accelerator.device)
     is_global[0, 0] = True
     with pytest.raises(ValueError, match="q_g is None"):
         triton_longformer_attention(q, q, q, None, None, None, pattern,
                                     AttentionMasks(is_global=is_global))
     with pytest.raises(ValueError, match="shape"):
         triton_longformer_attention(q, q, q, None, None, None, pattern,
-                                    AttentionMasks(padding=torch.zeros(1, 7, dtype=torch.bool)))
+                                    AttentionMasks(padding=torch.zeros(1, 7, dtype=torch.bool, device=accelerator.device)))
     with pytest.raises(ValueError, match="must be one of"):
         triton_longformer_attention(q.double(), q.double(), q.double(), None, None, None, pattern)
     with pytest.raises(ValueError, match="dilation gives 3 values"):
         triton_longformer_attention(q, q, q, None, None, None,
                                     AttentionPattern(window=2, dilation=(1, 2, 3)))
-    wide = torch.randn(1, 1, 4, 300)
+    wide = torch.randn(1, 1, 4, 300, device=accelerator.device)
     with pytest.raises(ValueError, match="head dim"):
         triton_longformer_attention(wide, wide, wide, None, None, None, pattern)
 

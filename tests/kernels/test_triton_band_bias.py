@@ -123,9 +123,12 @@ def _check(case: Case, dtype: torch.dtype, dropout: Optional[AttentionDropout]):
           + " ".join(f"{n}={e:.2g}" for n, e in errors.items()))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_band_bias_matches_reference(case: Case, dtype: torch.dtype):
+def test_band_bias_matches_reference(case: Case, dtype: torch.dtype, accelerator):
+    if dtype not in accelerator.triton_dtypes:
+        pytest.skip("Triton's interpreter computes bf16 on the raw bits (wrong): bf16 runs on CUDA only; "
+                    "on a CPU the PyTorch path is checked in bf16 (tests/attention/test_band_bias.py)")
     _check(case, dtype, None)
 
 

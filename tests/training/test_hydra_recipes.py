@@ -67,7 +67,8 @@ def test_hydra_config_has_the_shell_recipes_settings(composed, tmp_path, model):
     (tmp_path / "roberta.pt").write_bytes(b"")
     world = cfg["distributed_training"]["distributed_world_size"]
     _, _, flags = split_command(dry_run("single_node", {
-        "MODEL": model, "GPUS_PER_NODE": world, "DATA": data, "ROBERTA_CKPT": tmp_path / "roberta.pt"}))
+        "MODEL": model, "GPUS_PER_NODE": world, "DATA": data, "ROBERTA_CKPT": tmp_path / "roberta.pt",
+        "PRECISION": "fp16"}))  # the yaml's; on GPUs of compute capability >= 8 both switch to bf16
 
     tokens = (cfg["task"]["tokens_per_sample"] * cfg["dataset"]["batch_size"] * world
               * cfg["optimization"]["update_freq"][0])
@@ -95,6 +96,7 @@ def test_hydra_config_has_the_shell_recipes_settings(composed, tmp_path, model):
     assert cfg["model"]["dropout"] == float(flags["--dropout"])
     assert cfg["model"]["checkpoint_activations"] is (flags.get("--checkpoint-activations") is True)
     assert cfg["common"]["fp16"] is (flags.get("--fp16") is True)
+    assert cfg["common"]["bf16"] is (flags.get("--bf16") is True)
     assert cfg["distributed_training"]["ddp_backend"] == flags["--ddp-backend"]
     assert cfg["checkpoint"]["finetune_from_model"] == "/roberta.pt"
     assert cfg["checkpoint"]["restore_file"] == "checkpoint_last.pt"  # resume by default

@@ -3,14 +3,16 @@ the paper's settings, loud errors for bad settings, the command parses with fair
 parser, and a real single-node run on CPU: first launch loads the "RoBERTa" checkpoint with
 everything else reset, a second launch of the same command resumes instead."""
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import TINY_MODEL_ARGS
-from training_helpers import dry_run, launcher_flag, recipe, split_command, subprocess_env, train_inner
+from tests.conftest import REPO, TINY_MODEL_ARGS
+from training_helpers import BIN, dry_run, launcher_flag, recipe, split_command, subprocess_env, train_inner
 
 TOKENS_PER_UPDATE = 2**18
 
@@ -61,7 +63,6 @@ def test_tokens_per_update_is_2_to_the_18(inputs, launcher, nnodes, gpus_per_nod
     ({"TOKENS_PER_SAMPLE": 3000}, "not a multiple"),
     ({"BATCH_PER_GPU": 0}, "BATCH_PER_GPU=0"),
     ({"MODEL": "huge"}, "MODEL=huge"),
-    ({"PRECISION": "bf16"}, "--tpu"),
     ({"PRECISION": "fp8"}, "PRECISION=fp8"),
     ({"ROBERTA_CKPT": "/nonexistent/roberta.pt"}, "no such file"),
     ({"ROBERTA_CKPT": ""}, "ROBERTA_CKPT is not set"),
@@ -74,8 +75,23 @@ def test_bad_settings_stop_with_an_error(inputs, env, message):
     assert proc.stdout == ""
 
 
-def test_the_papers_settings(inputs):
-    _, _, flags = split_command(dry_run("torchrun", {**inputs, "NNODES": 8, "GPUS_PER_NODE": 8}))
+def fake_gpus(tmp_path, compute_capabilities=None) -> dict:
+    """PATH with an ``nvidia-smi`` that lists GPUs of these compute capabilities (None: one that
+    fails, as on a machine without a driver), ahead of the real one."""
+    folder = tmp_path / "fake_nvidia_smi"
+    folder.mkdir(exist_ok=True)
+    body = ("exit 9" if compute_capabilities is None
+            else "printf '%s\\n' " + " ".join(compute_capabilities))
+    script = folder / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_the_papers_settings(inputs, tmp_path):
+    # on the paper's V100s (compute capability 7.0) the automatic precision is its fp16
+    _, _, flags = split_command(dry_run("torchrun", {**inputs, "NNODES": 8, "GPUS_PER_NODE": 8,
+                                                     **fake_gpus(tmp_path, ["7.0"] * 8)}))
     assert flags["--finetune-from-model"] == inputs["ROBERTA_CKPT"]
     assert "--restore-file" not in flags  # the same command must resume: see recipes/README.md
     assert float(flags["--lr"]) == 3e-5
@@ -97,6 +113,26 @@ def test_precision_and_checkpointing_switches(inputs):
     assert not {"--fp16", "--bf16", "--memory-efficient-fp16", "--checkpoint-activations"} & set(flags)
     _, _, flags = split_command(dry_run("single_node", {**base, "PRECISION": "memory-efficient-fp16"}))
     assert flags["--memory-efficient-fp16"] is True and "--fp16" not in flags
+    _, _, flags = split_command(dry_run("single_node", {**base, "PRECISION": "bf16"}))
+    assert flags["--bf16"] is True and not {"--fp16", "--memory-efficient-fp16", "--tpu"} & set(flags)
+    _, _, flags = split_command(dry_run("single_node", {**base, "PRECISION": "memory-efficient-bf16"}))
+    assert flags["--memory-efficient-bf16"] is True and not {"--bf16", "--fp16", "--tpu"} & set(flags)
+
+
+@pytest.mark.parametrize("capabilities,expected", [
+    (["8.0"] * 8, "--bf16"),         # A100
+    (["9.0"], "--bf16"),             # H100
+    (["7.0", "7.0"], "--fp16"),      # V100: no bf16 tensor cores
+    (["8.6", "7.5"], "--fp16"),      # mixed node: the oldest GPU decides
+    (None, "--fp16"),                # nvidia-smi fails (no driver here): the paper's fp16
+])
+def test_automatic_precision_follows_the_gpus_compute_capability(inputs, tmp_path, capabilities, expected):
+    proc = recipe("single_node", {"DRY_RUN": "1", "GPUS_PER_NODE": 1, **inputs, **fake_gpus(tmp_path, capabilities)})
+    assert proc.returncode == 0, proc.stderr
+    _, _, flags = split_command(shlex.split(proc.stdout))
+    precision = {"--bf16", "--fp16", "--memory-efficient-fp16", "--memory-efficient-bf16"} & set(flags)
+    assert precision == {expected}
+    assert f"precision: {expected[2:]}" in proc.stderr
 
 
 def test_slurm_launcher_runs_one_torchrun_per_node(inputs):
@@ -121,9 +157,10 @@ print(json.dumps(results))
 """
 
 
-def test_fairseq_train_accepts_every_flag_of_the_recipe(inputs):
+def test_fairseq_train_accepts_every_flag_of_the_recipe(inputs, tmp_path):
     """fairseq-train's own argparse (with the plugin's add_args) must take the command as is."""
-    commands = [split_command(dry_run("single_node", {**inputs, "MODEL": model, "GPUS_PER_NODE": 8}))[1]
+    v100 = fake_gpus(tmp_path, ["7.0"] * 8)
+    commands = [split_command(dry_run("single_node", {**inputs, "MODEL": model, "GPUS_PER_NODE": 8, **v100}))[1]
                 for model in ("base", "large")]
     proc = subprocess.run([sys.executable, "-c", _PARSE, json.dumps(commands)], capture_output=True,
                           text=True, timeout=120, env=subprocess_env())
