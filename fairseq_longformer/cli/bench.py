@@ -116,8 +116,15 @@ def plot_title(settings: dict, info: dict) -> str:
 
 def replot(json_path: str) -> int:
     """Re-draw the PNG (and re-print the table) of an earlier run from its JSON file."""
-    with open(json_path) as handle:
-        report = json.load(handle)
+    try:
+        with open(json_path, encoding="utf-8") as handle:
+            report = json.load(handle)
+        if not isinstance(report, dict) or not {"results", "settings", "environment"} <= set(report):
+            raise ValueError("no results/settings/environment")
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        print(f"longformer-bench: error: --replot {json_path}: not a JSON file written by longformer-bench "
+              f"({type(error).__name__}: {error}); give the .json of an earlier run", file=sys.stderr)
+        return 2
     png_path = os.path.splitext(json_path)[0] + ".png"
     print(format_table(report["results"]))
     plot(report["results"], png_path, plot_title(report["settings"], report["environment"]))

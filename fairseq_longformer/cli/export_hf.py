@@ -17,7 +17,7 @@ import logging
 import sys
 from typing import List, Optional
 
-from . import folder_parser
+from . import add_trust_flag, folder_parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--head-name", metavar="NAME",
                         help="the head to export when the checkpoint holds several (a classification head's "
                              "--classification-head-name or a QA head's --span-head-name); default: the only one")
+    add_trust_flag(parser)
     tok = parser.add_argument_group("tokenizer (optional; the one the fairseq data was made with)")
     tok.add_argument("--gpt2-encoder-json", metavar="FILE", help="GPT-2 BPE encoder.json (RoBERTa's BPE)")
     tok.add_argument("--gpt2-vocab-bpe", metavar="FILE", help="GPT-2 BPE vocab.bpe (merges)")
@@ -46,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from ..checkpoints import trust_checkpoints
+
+    with trust_checkpoints(args.trust_checkpoint):
+        return _export(args)
+
+
+def _export(args) -> int:
     from ..conversion.hf_export import TokenizerFiles, export_checkpoint
 
     tokenizer = TokenizerFiles(args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model)

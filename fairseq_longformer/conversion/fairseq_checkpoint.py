@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
+from .. import checkpoints
 from ..atomic import atomic_files
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None,
 def load_checkpoint(path: Path, kind: str = "RoBERTa") -> dict:
     """torch.load a fairseq checkpoint onto the CPU, with an error that says what it is not."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = checkpoints.load_checkpoint(path, trust=checkpoints.checkpoints_trusted())
     except Exception as error:  # not a torch file at all, truncated, ...
         raise ValueError(f"{str(path)!r} is not a fairseq {kind} checkpoint: torch.load failed "
                          f"({type(error).__name__}: {error})") from error

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from .. import checkpoints
 from ..atomic import check_output_dir, staged_folder
 from .hf_tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
 
@@ -370,7 +371,7 @@ def is_led_checkpoint(checkpoint) -> bool:
     if not path.is_file():
         return False
     try:  # mmap: only the config is read, not the weights
-        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        state = checkpoints.load_checkpoint(path, trust=checkpoints.checkpoints_trusted(), mmap=True)
     except Exception:  # not a checkpoint torch can map: the Longformer export reports what it is
         return False
     model = state["cfg"].get("model") if state.get("cfg") is not None else state.get("args")
