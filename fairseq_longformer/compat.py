@@ -150,12 +150,15 @@ def _atomic_checkpoint_copies() -> None:
 
 
 def is_intact_checkpoint(path: str) -> bool:
-    """Whether ``path`` looks like a complete ``torch.save`` file: a zip archive whose central
-    directory (written last, so lost by truncation) lists a pickle. Reads only that directory."""
+    """Whether ``path`` is a complete ``torch.save`` file: a zip archive whose central directory
+    (written last, so lost by truncation) lists a pickle, and whose every member matches its
+    CRC-32 (flipped bytes inside an intact directory would otherwise load as wrong weights).
+    Reads the whole file."""
     try:
         with zipfile.ZipFile(path) as archive:
-            return any(name.endswith("data.pkl") for name in archive.namelist())
-    except (OSError, zipfile.BadZipFile, ValueError):
+            return (any(name.endswith("data.pkl") for name in archive.namelist())
+                    and archive.testzip() is None)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
         return False
 
 
