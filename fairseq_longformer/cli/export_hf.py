@@ -47,8 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from ..atomic import check_output_dir
     from ..checkpoints import trust_checkpoints
 
+    inputs = [args.checkpoint, args.dict_path, args.label_dict_path, args.gpt2_encoder_json, args.gpt2_vocab_bpe,
+              args.sentencepiece_model]
+    try:
+        check_output_dir(args.outdir, args.overwrite, inputs)  # --overwrite never deletes what it reads
+    except (ValueError, FileExistsError) as error:
+        print(f"longformer-export-hf: error: {error}", file=sys.stderr)
+        return 2
     with trust_checkpoints(args.trust_checkpoint):
         return _export(args)
 

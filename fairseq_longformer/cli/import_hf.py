@@ -44,7 +44,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..conversion.hf_import import import_hf, read_hf_config
     from ..conversion.restore import continue_command
 
+    from ..atomic import check_output_dir
+
     try:
+        check_output_dir(args.outdir, args.overwrite, inputs=[args.hf_dir])  # --overwrite never deletes the source
         if read_hf_config(args.hf_dir).get("model_type") == "led":
             return _import_led(args)
         result = import_hf(args.hf_dir, args.outdir, args.max_positions, args.attention_window, args.overwrite,
