@@ -77,8 +77,9 @@ def claim_destination(destdir: str, overwrite: bool, inputs: List[str]) -> None:
         raise SystemExit(f"longformer-preprocess: error: --destdir {destdir} is not empty and was not written by "
                          f"longformer-preprocess (it holds {', '.join(sorted(foreign)[:3])}{', ...' if len(foreign) > 3 else ''}); "
                          "choose an empty folder, or pass --overwrite to write the outputs into it")
-    with open(marker, "w", encoding="utf-8") as f:
-        f.write("written by longformer-preprocess\n")
+    if not os.path.isfile(marker):  # a skipped re-run writes nothing
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write("written by longformer-preprocess\n")
 
 
 def output_options(a) -> dict:
