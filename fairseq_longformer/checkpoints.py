@@ -28,7 +28,7 @@ from typing import Iterator, List
 
 import torch
 
-from .user_errors import UserInputError, install_excepthook
+from .user_errors import UserInputError, check_cli_args, install_excepthook
 
 TRUST_FLAG = "--trust-checkpoint"
 TRUST_HELP = ("load checkpoints that hold types other than tensors and fairseq's configuration "
@@ -147,7 +147,9 @@ def add_trust_flag(parser: argparse.ArgumentParser) -> None:
 def parse_args_and_arch_with_trust(original):
     """fairseq's ``options.parse_args_and_arch`` with ``--trust-checkpoint`` on every fairseq CLI
     (fairseq-train, -eval-lm, -generate, ...): the parser is built before the plugin is imported,
-    so the flag is added where the arguments are parsed; the parsed flag sets fairseq's trust."""
+    so the flag is added where the arguments are parsed; the parsed flag sets fairseq's trust.
+    The parsed arguments also pass ``user_errors.check_cli_args``, and the plugin's UserInputErrors
+    end the CLI with one line (``install_excepthook``)."""
 
     def parse_args_and_arch(parser, *args, **kwargs):
         global _trusted
@@ -156,6 +158,7 @@ def parse_args_and_arch_with_trust(original):
         parsed = original(parser, *args, **kwargs)
         namespace = parsed[0] if isinstance(parsed, tuple) else parsed  # parse_known=True
         _trusted = bool(getattr(namespace, "trust_checkpoint", False))
+        check_cli_args(namespace)
         return parsed
 
     parse_args_and_arch._longformer_patched = True

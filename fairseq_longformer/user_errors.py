@@ -29,3 +29,15 @@ def install_excepthook() -> None:
     """Report uncaught UserInputErrors as one line (idempotent)."""
     if not getattr(sys.excepthook, "_longformer_user_errors", False):
         sys.excepthook = _report_user_errors(sys.excepthook)
+
+
+def check_cli_args(args) -> None:
+    """Flag combinations fairseq's CLIs accept and then fail on with a traceback."""
+    window = getattr(args, "context_window", 0) or 0
+    block = getattr(args, "tokens_per_sample", None)
+    if window > 0 and block is not None and window >= block:
+        # eval-lm scores blocks of tokens-per-sample minus context-window tokens: none is left
+        # (ZeroDivisionError in fairseq's block builder)
+        raise UserInputError(f"--context-window {window} must be smaller than --tokens-per-sample {block}: each "
+                             "block scores tokens-per-sample minus context-window new tokens; e.g. "
+                             f"--context-window {block // 2}")
