@@ -129,11 +129,11 @@ def fairseq_torch_load(f, map_location=None, **kwargs):
         return load_checkpoint(f, trust=_trusted, map_location=map_location)
     except UserInputError:
         raise
-    except (RuntimeError, EOFError, pickle.UnpicklingError) as error:
+    except (RuntimeError, EOFError, pickle.UnpicklingError, KeyError, ValueError) as error:  # a text file: KeyError
         name = getattr(f, "name", None)
         if not isinstance(name, str):
             raise
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        reason = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
         raise UserInputError(f"{name}: not a complete fairseq checkpoint (empty, truncated or another kind of "
                              f"file: {reason}); give the path of an intact checkpoint (e.g. --restore-file)") from None
 
