@@ -133,7 +133,8 @@ def fairseq_torch_load(f, map_location=None, **kwargs):
         name = getattr(f, "name", None)
         if not isinstance(name, str):
             raise
-        reason = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
+        detail = (str(error).strip().splitlines() or [""])[0][:200]
+        reason = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
         raise UserInputError(f"{name}: not a complete fairseq checkpoint (empty, truncated or another kind of "
                              f"file: {reason}); give the path of an intact checkpoint (e.g. --restore-file)") from None
 
