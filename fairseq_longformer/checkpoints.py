@@ -121,7 +121,7 @@ def trust_checkpoints(trust: bool) -> Iterator[None]:
         _trusted = previous
 
 
-def fairseq_torch_load(f, map_location=None, **kwargs):
+def fairseq_torch_load(f, map_location=None):
     """What ``torch.load`` is inside fairseq's checkpoint modules: ``load_checkpoint`` with the
     run's trust (an open file of a checkpoint, or the buffer ``broadcast_object`` received). A
     named file torch cannot read (empty, truncated, text) is one line naming it, not a traceback."""
