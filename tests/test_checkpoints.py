@@ -160,3 +160,33 @@ def test_longformer_hub_models_is_empty():
 
     assert RobertaModel.hub_models()  # the inherited map of plain-http downloads
     assert LongformerModel.hub_models() == {}
+
+
+def test_a_hydra_era_checkpoint_loads(kjv_data_bin, tmp_path):
+    """fairseq-hydra-train (the project's recipes/hydra yaml, shrunk) writes a checkpoint that
+    needs no allowed type at all; it loads, and the same command resumes from it."""
+    entry = tmp_path / "hydra_train.py"
+    entry.write_text("import fairseq_longformer  # noqa: F401\nfrom fairseq_cli.hydra_train import cli_main\ncli_main()\n")
+    save = tmp_path / "save"
+
+    def hydra_train(updates):
+        overrides = [f"task.data={kjv_data_bin}", "checkpoint.finetune_from_model=null", f"checkpoint.save_dir={save}",
+                     f"common.user_dir={REPO / 'fairseq_longformer'}", "common.fp16=false", "common.cpu=true",
+                     f"optimization.max_update={updates}", "optimization.update_freq=[1]", "dataset.batch_size=2",
+                     "dataset.num_workers=0", "dataset.disable_validation=true", "task.tokens_per_sample=128",
+                     "task.pad_to_multiple=16", "model.max_positions=128", "model.attention_window=16",
+                     "+model.encoder_layers=1", "+model.encoder_embed_dim=32", "+model.encoder_ffn_embed_dim=64",
+                     "+model.encoder_attention_heads=2", "checkpoint.no_epoch_checkpoints=true",
+                     f"hydra.run.dir={tmp_path / 'hydra'}", "distributed_training.distributed_world_size=1"]
+        return subprocess.run([sys.executable, str(entry), "--config-dir", str(REPO / "recipes" / "hydra"),
+                               "--config-name", "longformer_base", *overrides], capture_output=True, text=True,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"), cwd=tmp_path, timeout=300)
+
+    first = hydra_train(1)
+    assert first.returncode == 0, first.stderr[-2000:]
+    checkpoint = save / "checkpoint_last.pt"
+    assert torch.serialization.get_unsafe_globals_in_checkpoint(str(checkpoint)) == []
+    assert load_checkpoint(checkpoint)["cfg"]["model"]["_name"] == "longformer_base"
+    resumed = hydra_train(2)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "Loaded checkpoint" in resumed.stdout + resumed.stderr
