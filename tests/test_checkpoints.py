@@ -190,3 +190,22 @@ def test_a_hydra_era_checkpoint_loads(kjv_data_bin, tmp_path):
     resumed = hydra_train(2)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "Loaded checkpoint" in resumed.stdout + resumed.stderr
+
+
+@pytest.mark.parametrize("command", ["convert_roberta", "convert_bart", "export_hf"])
+def test_trust_checkpoint_flag_of_the_converters_runs_the_file(command, stock_roberta, tmp_path, capsys):
+    """The refusals are in tests/integration/test_bad_inputs.py; with the flag the code runs (the
+    conversion itself may then fail: a RoBERTa is no BART), and without it again it does not."""
+    import importlib
+
+    main = importlib.import_module(f"fairseq_longformer.cli.{command}").main
+    marker = tmp_path / "ran"
+    evil = poisoned(stock_roberta, tmp_path / "evil", marker)
+    (evil.parent / "dict.txt").write_bytes(_dict_of(stock_roberta))
+    argv = [str(evil), str(tmp_path / "out")] if command == "export_hf" else ["--source", str(evil.parent), "--output", str(tmp_path / "out")]
+    assert main(argv) != 0 and not marker.exists()
+    main(argv + ["--trust-checkpoint"])
+    assert marker.exists()
+    marker.unlink()
+    main(argv + ["--overwrite"])  # the trust of one call does not outlive it
+    assert not marker.exists()
