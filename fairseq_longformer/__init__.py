@@ -11,6 +11,9 @@ Public names, for code that builds on the plugin without reaching into its modul
     LongformerAttentionConfig   its per-layer config (pattern, impl, projections, dropout)
     sinusoid                    Transformer-XL's relative position encoding r_delta, the one the
                                 char-LM's relative positions project
+    trust_checkpoints           a context in which fairseq checkpoint loads take a tool's
+                                ``--trust-checkpoint`` (else they refuse files that hold code)
+    UserInputError              the ValueError of a bad input the user can fix (one-line message)
 """
 from . import compat  # noqa: F401  (must patch the fairseq stack before anything else runs)
 from .criterions import longformer_mlm as _criterion  # noqa: F401
@@ -24,3 +27,5 @@ from .tasks import longformer_classification as _classification_task  # noqa: F4
 from .tasks import longformer_qa as _qa_task  # noqa: F401
 from .modules.self_attention import LongformerAttentionConfig, LongformerSelfAttention  # noqa: F401  (public)
 from .modules.relative_positions import sinusoid  # noqa: F401  (public)
+from .checkpoints import trust_checkpoints  # noqa: F401  (public)
+from .user_errors import UserInputError  # noqa: F401  (public)

@@ -9,17 +9,26 @@ before the move leaves only a temporary that the next run removes or ignores.
 
   * ``publish(moves)``: flush every source, then rename them in the order given: put the file
     whose presence means "complete" (``model.pt``, a manifest) last.
-  * ``atomic_files(folder, names)``: temporary paths (``.<name>.tmp``) for the named files; at a
-    normal exit they are published in that order, on an error none is and the temporaries are
-    removed. A temporary left by a killed run is overwritten by the next one.
+  * ``atomic_files(folder, names)``: temporary paths (``.<name>.<random>.tmp``) for the named
+    files; at a normal exit they are published in that order, on an error none is and the
+    temporaries are removed.
   * ``atomic_copy(src, dst)``: a copy that replaces ``dst`` whole or not at all.
-  * ``staged_folder(out_dir)``: a whole folder built next to ``out_dir`` and renamed into place;
-    an existing ``out_dir`` is replaced as a whole (no stale file of an earlier run survives).
+  * ``staged_folder(out_dir, overwrite, inputs)``: a whole folder built next to ``out_dir`` and
+    renamed into place; an existing ``out_dir`` is replaced as a whole (no stale file of an earlier
+    run survives), and only when it holds ``MARKER`` (a folder this project wrote) and is neither
+    an input, inside one nor holding one. The checks hold at the rename, not only on entry: a
+    folder another writer published meanwhile is never replaced without --overwrite.
+
+Temporary names are unique (``mkstemp``/``mkdtemp``) and each is held under an ``flock`` by its
+writer while it lives; what a killed run left (the lock is released when a process dies) is
+removed, with a warning, by the next writer of the same name (``sweep_stale``).
 
 A staged folder gets the permissions the umask gives an ordinary folder and its files (``mkdtemp``
 makes a 0700 folder, safetensors 0600 files).
 """
 import contextlib
+import fcntl
+import logging
 import os
 import shutil
 import tempfile
@@ -27,6 +36,11 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, Sequence, Tuple, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+logger = logging.getLogger(__name__)
+
+# Written into every folder the tools publish: --overwrite replaces only a folder holding it.
+MARKER = ".written-by-fairseq-longformer"
 
 
 def _umask() -> int:
@@ -64,24 +78,65 @@ def publish(moves: Iterable[Tuple[PathLike, PathLike]]) -> None:
         fsync(folder)
 
 
+def _hold(path: PathLike) -> int:
+    """Open ``path`` (a file or a folder) and take its flock: held until the fd is closed, or the
+    process dies. Raises BlockingIOError when another live process holds it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sweep_stale(folder: PathLike, prefix: str, suffixes: Sequence[str]) -> None:
+    """Remove ``folder/<prefix>*<suffix>`` left by killed runs (their flock is free), with a
+    warning naming each; temporaries of live writers (flock held) are left alone."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if not (path.name.startswith(prefix) and path.name.endswith(tuple(suffixes))):
+            continue
+        try:
+            fd = _hold(path)
+        except (BlockingIOError, FileNotFoundError, PermissionError):
+            continue
+        try:
+            logger.warning("removing %s, left by an earlier run that was killed", path)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_files(folder: PathLike, names: Sequence[str]) -> Iterator[Dict[str, Path]]:
     """Yield {name: temporary path in ``folder``} to write; at a normal exit every file is
     published onto ``folder/name`` in the order of ``names`` (the completion marker last); on
     an error none is, and the temporaries are removed. ``folder`` must exist."""
     folder = Path(folder)
-    # One fixed temporary name per file: the temporary a killed run left behind is overwritten by
-    # the next one, never accumulated (checkpoints are large). One writer per file is assumed.
-    temps = {name: folder / f".{name}.tmp" for name in names}
+    temps, held = {}, []
     try:
-        for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
+        for name in names:
+            # unique per writer: two writers of one name never write into the same temporary
+            sweep_stale(folder, f".{name}.", [".tmp"])
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held.append(fd)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
+            temps[name] = Path(tmp)
         yield temps
         publish((temps[name], folder / name) for name in names)
     finally:
         for tmp in temps.values():
             if tmp.exists():
                 tmp.unlink()
+        for fd in held:
+            os.close(fd)
 
 
 def atomic_copy(src: PathLike, dst: PathLike) -> None:
@@ -91,40 +146,97 @@ def atomic_copy(src: PathLike, dst: PathLike) -> None:
         shutil.copyfile(src, temps[dst.name])
 
 
-def check_output_dir(out_dir: PathLike, overwrite: bool = False) -> Path:
-    """Raise FileExistsError unless ``out_dir`` is absent, an empty folder, or ``overwrite``."""
+def _overlap(out_dir: Path, inputs: Iterable[PathLike]):
+    """The first input that ``out_dir`` is, is inside of, or holds; else None."""
+    for item in inputs:
+        if item is None:
+            continue
+        source = Path(item).resolve()
+        if out_dir == source or out_dir.is_relative_to(source) or source.is_relative_to(out_dir):
+            return item
+    return None
+
+
+def check_output_dir(out_dir: PathLike, overwrite: bool = False, inputs: Iterable[PathLike] = ()) -> Path:
+    """Raise FileExistsError unless ``out_dir`` is absent, an empty folder, or (with
+    ``overwrite``) a folder this project wrote (``MARKER``); ValueError when it is, holds or is
+    inside one of ``inputs`` (--overwrite would delete them)."""
     out_dir = Path(out_dir).absolute()
+    source = _overlap(out_dir.resolve(), inputs)
+    if source is not None:
+        raise ValueError(f"output {str(out_dir)!r} is, holds or is inside the input {str(source)!r}; "
+                         "writing there would replace the input: choose another output folder")
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"output {str(out_dir)!r} exists and is not a folder")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise FileExistsError(f"output folder {str(out_dir)!r} exists and is not empty (pass --overwrite "
-                              "to replace it)")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"output folder {str(out_dir)!r} exists and is not empty (pass --overwrite "
+                                  "to replace it)")
+        if not (out_dir / MARKER).is_file():
+            raise FileExistsError(f"output folder {str(out_dir)!r} was not written by fairseq-longformer (no "
+                                  f"{MARKER} in it), so --overwrite will not delete it: choose another folder, "
+                                  "or empty it yourself")
     return out_dir
 
 
+def _publish_folder(tmp: Path, out_dir: Path, overwrite: bool) -> None:
+    """Rename ``tmp`` onto ``out_dir`` without replacing anything the checks did not pass: a
+    non-empty folder is never renamed over (the kernel refuses), and with ``overwrite`` the folder
+    moved aside is checked for ``MARKER`` after the move (so it is the one checked), and moved
+    back when it lacks it."""
+    if overwrite and out_dir.is_dir():
+        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
+        fd = _hold(old)  # a sweeper must not take it while we move it
+        try:
+            os.rename(out_dir, old / "folder")
+        except OSError:
+            os.close(fd)
+            os.rmdir(old)
+            raise
+        try:
+            if any((old / "folder").iterdir()) and not (old / "folder" / MARKER).is_file():
+                os.rename(old / "folder", out_dir)
+                raise FileExistsError(f"output folder {str(out_dir)!r} was replaced by another writer with a folder "
+                                      "fairseq-longformer did not write; left it as it is")
+            _rename_into_place(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            os.close(fd)
+    else:
+        _rename_into_place(tmp, out_dir)
+
+
+def _rename_into_place(tmp: Path, out_dir: Path) -> None:
+    try:
+        publish([(tmp, out_dir)])  # os.replace of a folder: only onto an absent or empty one
+    except OSError as error:
+        raise FileExistsError(f"output folder {str(out_dir)!r} was written by another run meanwhile; left it "
+                              f"as it is ({error.strerror})") from None
+
+
 @contextlib.contextmanager
-def staged_folder(out_dir: PathLike, overwrite: bool = False) -> Iterator[Path]:
+def staged_folder(out_dir: PathLike, overwrite: bool = False, inputs: Iterable[PathLike] = ()) -> Iterator[Path]:
     """Yield a temporary folder next to ``out_dir``; at a normal exit it becomes ``out_dir`` (one
     rename; an existing folder is moved aside first and then deleted), on an error it is removed
     and ``out_dir`` is untouched (or still absent). An existing empty ``out_dir`` is replaced; a
-    non-empty one only with ``overwrite``."""
-    out_dir = check_output_dir(out_dir, overwrite)
+    non-empty one only with ``overwrite`` and when this project wrote it (``check_output_dir``);
+    ``inputs`` are never replaced. Stale staging folders of killed runs are swept first."""
+    inputs = list(inputs)
+    out_dir = check_output_dir(out_dir, overwrite, inputs)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale(out_dir.parent, f".{out_dir.name}.", [".partial", ".old"])
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    fd = _hold(tmp)  # the flock says "alive" to other runs' sweep_stale
     try:
         yield tmp
+        (tmp / MARKER).write_text("written by fairseq-longformer: --overwrite may replace this folder\n")
         usual_permissions(tmp)
         for path in tmp.rglob("*"):
             if path.is_file():
                 fsync(path)
-        if out_dir.is_dir():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
-            os.rmdir(old)
-            os.rename(out_dir, old)
-            publish([(tmp, out_dir)])
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            publish([(tmp, out_dir)])
+        _publish_folder(tmp, out_dir, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(fd)

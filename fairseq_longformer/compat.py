@@ -30,13 +30,10 @@ def _numpy_removed_aliases() -> None:
             setattr(np, name, value)
 
 
-class _TrustedCheckpointTorch(types.ModuleType):
-    """``torch`` as seen by fairseq's checkpoint code: ``torch.load`` with weights_only=False.
-
-    fairseq pickles argparse.Namespace / omegaconf DictConfig into its own checkpoints, which
-    torch >= 2.6's default ``weights_only=True`` refuses. The override is scoped to the modules
-    that load fairseq's own checkpoints, not process-wide.
-    """
+class _CheckpointTorch(types.ModuleType):
+    """``torch`` as seen by fairseq's checkpoint code: ``torch.load`` is ``checkpoints.
+    fairseq_torch_load`` (weights_only=True with fairseq's own types allowed, or the run's
+    ``--trust-checkpoint``). Scoped to the modules that load fairseq's checkpoints."""
 
     def __init__(self):
         super().__init__("torch")
@@ -45,9 +42,10 @@ class _TrustedCheckpointTorch(types.ModuleType):
         return getattr(torch, name)
 
     @staticmethod
-    def load(*args, **kwargs):
-        kwargs.setdefault("weights_only", False)
-        return torch.load(*args, **kwargs)
+    def load(f, map_location=None, **kwargs):
+        from .checkpoints import fairseq_torch_load
+
+        return fairseq_torch_load(f, map_location=map_location)
 
 
 def _torch_load_weights_only() -> None:
@@ -55,14 +53,21 @@ def _torch_load_weights_only() -> None:
 
     Fails without it: resuming (``--restore-file``, or re-running a command whose save dir has
     checkpoint_last.pt) stops with ``Unsupported global: argparse.Namespace``; under DDP, ranks
-    other than 0 fail in ``broadcast_object`` on ``omegaconf.dictconfig.DictConfig``.
+    other than 0 fail in ``broadcast_object`` on ``omegaconf.dictconfig.DictConfig``. The fix
+    keeps weights_only=True and allows exactly those types (``checkpoints.safe_globals``), so a
+    checkpoint from someone else is still data; ``--trust-checkpoint`` (added to every fairseq
+    CLI's parser here) turns that off for the run.
     """
-    from fairseq import checkpoint_utils
+    from fairseq import checkpoint_utils, options
     from fairseq.distributed import utils as distributed_utils
 
+    from .checkpoints import parse_args_and_arch_with_trust
+
     for module in (checkpoint_utils, distributed_utils):
-        if not isinstance(module.torch, _TrustedCheckpointTorch):
-            module.torch = _TrustedCheckpointTorch()
+        if not isinstance(module.torch, _CheckpointTorch):
+            module.torch = _CheckpointTorch()
+    if not getattr(options.parse_args_and_arch, "_longformer_patched", False):
+        options.parse_args_and_arch = parse_args_and_arch_with_trust(options.parse_args_and_arch)
 
 
 def _torchrun_on_cpu() -> None:
@@ -146,12 +151,15 @@ def _atomic_checkpoint_copies() -> None:
 
 
 def is_intact_checkpoint(path: str) -> bool:
-    """Whether ``path`` looks like a complete ``torch.save`` file: a zip archive whose central
-    directory (written last, so lost by truncation) lists a pickle. Reads only that directory."""
+    """Whether ``path`` is a complete ``torch.save`` file: a zip archive whose central directory
+    (written last, so lost by truncation) lists a pickle, and whose every member matches its
+    CRC-32 (flipped bytes inside an intact directory would otherwise load as wrong weights).
+    Reads the whole file."""
     try:
         with zipfile.ZipFile(path) as archive:
-            return any(name.endswith("data.pkl") for name in archive.namelist())
-    except (OSError, zipfile.BadZipFile, ValueError):
+            return (any(name.endswith("data.pkl") for name in archive.namelist())
+                    and archive.testzip() is None)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
         return False
 
 

@@ -42,9 +42,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import os
 import sys
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -95,6 +97,15 @@ def _read_bytes(path: str) -> bytes:
     and .bz2 are decompressed."""
     if not os.path.isfile(path):
         raise CharDataError(f"input {path!r} does not exist or is not a file")
+    try:
+        return _read_archive_or_file(path)
+    except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, zlib.error) as err:
+        # a .zip/.gz/.xz/.bz2 that is not one (or is cut short): name it instead of a traceback
+        raise CharDataError(f"{path}: cannot read it ({type(err).__name__}: {err}); pass the uncompressed "
+                            "file, or an archive that is complete and of the kind its name says") from None
+
+
+def _read_archive_or_file(path: str) -> bytes:
     if path.lower().endswith(".zip"):
         with zipfile.ZipFile(path) as archive:
             members = [m for m in archive.infolist() if not m.is_dir()]
@@ -294,7 +305,7 @@ def prepare(fmt: str, inputs: Sequence[str], destdir: str, valid_size: Optional[
         raise CharDataError("give at least one input file")
     if fmt in ("enwik8", "text8") and len(inputs) != 1:
         raise CharDataError(f"{fmt} is one file, got {len(inputs)} inputs")
-    check_output_dir(destdir, overwrite)  # before reading 100 MB
+    check_output_dir(destdir, overwrite, inputs)  # before reading 100 MB; never over an input
     kind = unit_kind(fmt)
     documents = [read_units(path, kind) for path in inputs]
     if fmt == "text8":
@@ -309,7 +320,7 @@ def prepare(fmt: str, inputs: Sequence[str], destdir: str, valid_size: Optional[
 
     summary = {"format": fmt, "unit": kind, "inputs": [os.path.abspath(p) for p in inputs],
                "symbols": len(alphabet.units), "splits": {}, "unigram_bits_per_char": {}}
-    with staged_folder(destdir, overwrite=overwrite) as tmp:
+    with staged_folder(destdir, overwrite=overwrite, inputs=inputs) as tmp:
         with open(tmp / "dict.txt", "w", encoding="utf-8") as f:
             for symbol, count in zip(alphabet.symbols(), alphabet.counts.tolist()):
                 f.write(f"{symbol} {count}\n")
@@ -347,7 +358,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         summary = prepare(args.format, args.inputs, args.destdir, args.valid_size, args.test_size, args.overwrite)
-    except (CharDataError, FileExistsError) as err:
+    except (ValueError, FileExistsError) as err:  # CharDataError, an output over an input
         print(f"longformer-preprocess-chars: error: {err}", file=sys.stderr)
         return 2
     unit = "bytes" if summary["unit"] == "bytes" else "characters"

@@ -4,7 +4,9 @@ Work goes to ``<destdir>/.tmp-longformer-preprocess-<pid>/`` and is moved into p
 (``publish_outputs``: every file flushed, then renamed, the completion manifest last), so a killed
 run leaves whole files or none; the manifest records the run's signature (inputs, tokenizer files,
 options) and output sizes, and the same command on a finished destination is skipped
-(``finished_run``). ``DestLock`` keeps two runs out of one folder.
+(``finished_run``). ``DestLock`` keeps two runs out of one folder. ``claim_destination`` (under
+the lock) refuses a non-empty folder this tool did not write (no ``OWNER_MARKER``) unless
+--overwrite, and a destination that is, holds or is inside an input; it then marks the folder.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ FORMAT_VERSION = 1
 MANIFEST = "preprocess.done.json"
 TMP_PREFIX = ".tmp-longformer-preprocess-"
 LOCK_NAME = ".longformer-preprocess.lock"
+# Written first into every destination a run claims: its presence means "this tool wrote here".
+OWNER_MARKER = ".written-by-fairseq-longformer"
 
 
 def file_sha256(path: str) -> str:
@@ -38,6 +42,7 @@ class DestLock:
         self.fd = None
 
     def __enter__(self):
+        self.created = not os.path.exists(self.path)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -49,6 +54,32 @@ class DestLock:
     def __exit__(self, *exc):
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+    def remove_if_created(self) -> None:
+        """A refused run leaves no lock file it made (call while holding the lock)."""
+        if self.created:
+            os.unlink(self.path)
+
+
+def claim_destination(destdir: str, overwrite: bool, inputs: List[str]) -> None:
+    """Refuse (SystemExit, one line) a destination that is, holds or is inside an input, or a
+    non-empty folder without OWNER_MARKER unless ``overwrite``; then write the marker. Call it
+    holding DestLock (the lock file itself and our temporaries do not count as content)."""
+    dest = os.path.realpath(destdir)
+    for path in inputs:
+        source = os.path.realpath(path)
+        if os.path.commonpath([dest, source]) in (dest, source):
+            raise SystemExit(f"longformer-preprocess: error: --destdir {destdir} is, holds or is inside the input "
+                             f"{path}; choose an output folder apart from the inputs")
+    marker = os.path.join(destdir, OWNER_MARKER)
+    foreign = [name for name in os.listdir(destdir) if name != LOCK_NAME and not name.startswith(TMP_PREFIX)]
+    if foreign and not os.path.isfile(marker) and not overwrite:
+        raise SystemExit(f"longformer-preprocess: error: --destdir {destdir} is not empty and was not written by "
+                         f"longformer-preprocess (it holds {', '.join(sorted(foreign)[:3])}{', ...' if len(foreign) > 3 else ''}); "
+                         "choose an empty folder, or pass --overwrite to write the outputs into it")
+    if not os.path.isfile(marker):  # a skipped re-run writes nothing
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write("written by longformer-preprocess\n")
 
 
 def output_options(a) -> dict:

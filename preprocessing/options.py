@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument("--workers", type=int, default=1, metavar="N", help="tokenizer processes (default: 1); the output does not depend on it")
     g.add_argument("--seed", type=int, default=1, help="seed of every sampling decision (default: 1)")
+    g.add_argument("--overwrite", action="store_true", help="write into a non-empty --destdir that longformer-preprocess did not write (its files of the same names are replaced)")
     g.add_argument("--force", action="store_true", help="redo the work even if destdir holds a finished run with the same arguments")
     g.add_argument("--no-progress", action="store_true", help="no progress bars (the summary is still printed)")
     return p
@@ -111,6 +112,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for path in (args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model, args.srcdict):
         if path is not None and not os.path.isfile(path):
             err(f"{path} is not a file")
+    if args.sentencepiece_model is not None:
+        import sentencepiece
+
+        try:  # an invalid model would fail only after the inputs are read, with a traceback
+            sentencepiece.SentencePieceProcessor(model_file=args.sentencepiece_model)
+        except (RuntimeError, OSError) as e:
+            err(f"--sentencepiece-model {args.sentencepiece_model}: not a sentencepiece model ({str(e).strip()[:200]}); "
+                "give the .model file that spm_train or --train-sentencepiece wrote")
     if args.srcdict is not None and args.train_sentencepiece is not None:
         err("--srcdict cannot be used with --train-sentencepiece (the dictionary comes from the new model)")
     if args.train_sentencepiece is not None and args.train_sentencepiece < 8:

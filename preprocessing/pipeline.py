@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -26,7 +27,7 @@ import numpy as np
 from . import document as D
 from .binarize import DocStore, SplitWriter
 from .destination import (
-    MANIFEST, TMP_PREFIX, DestLock, finished_run, output_options, publish_outputs, run_signature,
+    MANIFEST, TMP_PREFIX, DestLock, claim_destination, finished_run, output_options, publish_outputs, run_signature,
 )
 from .document import ReaderConfig
 from .options import SOURCES, parse_args
@@ -347,9 +348,18 @@ class Preprocessor:
 
     def run(self) -> dict:
         a = self.args
+        created = not os.path.exists(self.destdir)
         os.makedirs(self.destdir, exist_ok=True)
-        with DestLock(self.destdir):
+        with DestLock(self.destdir) as lock:
             inputs = self.collect_inputs()
+            try:
+                given = [path for source in SOURCES for path in getattr(a, source)]  # folders as given too
+                claim_destination(self.destdir, a.overwrite, given + [path for _, path, _ in inputs])
+            except SystemExit:  # refused before anything was written: leave no trace
+                lock.remove_if_created()
+                if created:
+                    os.rmdir(self.destdir)
+                raise
             signature = run_signature(self.args, inputs)
             if not a.force and finished_run(self.destdir, signature) is not None:
                 log(f"{self.destdir} already holds a finished run with the same arguments and inputs "
@@ -364,8 +374,7 @@ class Preprocessor:
                 if name.startswith(TMP_PREFIX):  # left by a killed run (we hold the lock)
                     log(f"removing {name} left by an interrupted run")
                     shutil.rmtree(os.path.join(self.destdir, name), ignore_errors=True)
-            tmp = os.path.join(self.destdir, f"{TMP_PREFIX}{os.getpid()}")
-            os.makedirs(tmp)
+            tmp = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=self.destdir)
             try:
                 return self._run_in(tmp, inputs, signature)
             finally:

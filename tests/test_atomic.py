@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from fairseq_longformer.atomic import atomic_copy, atomic_files, staged_folder
+from fairseq_longformer.atomic import MARKER, atomic_copy, atomic_files, staged_folder
 
 
 def _mode(path):
@@ -39,10 +39,11 @@ def test_atomic_files_publish_nothing_on_an_error(tmp_path):
     assert (tmp_path / "dict.txt").read_text() == "old"
 
 
-def test_atomic_copy_overwrites_a_temporary_a_killed_run_left(tmp_path):
+def test_atomic_copy_sweeps_the_temporaries_killed_runs_left(tmp_path):
     src = tmp_path / "checkpoint_1_10.pt"
     src.write_bytes(b"new" * 100)
-    (tmp_path / ".checkpoint_last.pt.tmp").write_bytes(b"half")  # a copy killed half-way
+    (tmp_path / ".checkpoint_last.pt.tmp").write_bytes(b"half")  # a copy killed half-way (old name)
+    (tmp_path / ".checkpoint_last.pt.k3x9_a.tmp").write_bytes(b"half")  # and with a unique name
     atomic_copy(src, tmp_path / "checkpoint_last.pt")
     assert (tmp_path / "checkpoint_last.pt").read_bytes() == b"new" * 100
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_1_10.pt", "checkpoint_last.pt"]
@@ -53,7 +54,7 @@ def test_staged_folder_replaces_the_whole_folder_or_nothing(tmp_path):
     with staged_folder(out) as stage:
         (stage / "config.json").write_text("{}")
         (stage / "tokenizer.json").write_text("{}")
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "tokenizer.json"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "config.json", "tokenizer.json"]
     umask = os.umask(0)
     os.umask(umask)
     assert _mode(out) == 0o777 & ~umask  # not mkdtemp's 0700
@@ -68,5 +69,51 @@ def test_staged_folder_replaces_the_whole_folder_or_nothing(tmp_path):
     with staged_folder(out, overwrite=True) as stage:
         (stage / "config.json").write_text('{"new": 1}')
     # replaced as a whole: no stale tokenizer of the earlier export survives
-    assert sorted(p.name for p in out.iterdir()) == ["config.json"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no staging folder left
+
+
+def test_overwrite_refuses_inputs_and_folders_it_did_not_write(tmp_path):
+    ckdir = tmp_path / "ckdir"
+    ckdir.mkdir()
+    (ckdir / "model.pt").write_bytes(b"weights")
+    for out, inputs in ((ckdir, [ckdir / "model.pt"]), (ckdir / "sub", [ckdir]), (tmp_path, [ckdir])):
+        with pytest.raises(ValueError, match="would replace the input"):
+            with staged_folder(out, overwrite=True, inputs=inputs):
+                pass
+    with pytest.raises(FileExistsError, match="not written by fairseq-longformer"):
+        with staged_folder(ckdir, overwrite=True):
+            pass
+    assert (ckdir / "model.pt").read_bytes() == b"weights"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckdir"]
+
+
+def test_a_folder_published_meanwhile_is_never_replaced_without_overwrite(tmp_path):
+    out = tmp_path / "hf"
+    with pytest.raises(FileExistsError, match="another run meanwhile"):
+        with staged_folder(out) as stage:
+            (stage / "config.json").write_text("mine")
+            out.mkdir()  # another writer publishes after our entry check
+            (out / "config.json").write_text("theirs")
+    assert (out / "config.json").read_text() == "theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+def test_stale_staging_folders_are_swept_and_live_ones_kept(tmp_path, caplog):
+    import fcntl
+
+    stale = tmp_path / ".hf.abc123.partial"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"x" * 100)
+    (tmp_path / ".hf.def456.old").mkdir()
+    live = tmp_path / ".hf.live99.partial"
+    live.mkdir()
+    fd = os.open(live, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a writer still at work
+    try:
+        with staged_folder(tmp_path / "hf") as stage:
+            (stage / "config.json").write_text("{}")
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hf.live99.partial", "hf"]
+    assert str(stale) in caplog.text and "killed" in caplog.text

@@ -26,15 +26,27 @@ def checkpoint_converter_parser(prog: str, description: str, kind: str) -> argpa
                         help="checkpoint name inside a --source folder (default: model.pt)")
     parser.add_argument("--dict", default=None, help="dict.txt (default: next to the checkpoint)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT/model.pt")
+    add_trust_flag(parser)
     return parser
 
 
-def run_converter(prog: str, convert: Callable[[], object]):
+def add_trust_flag(parser: argparse.ArgumentParser) -> None:
+    """``--trust-checkpoint``: see fairseq_longformer/checkpoints.py (imported only when run)."""
+    parser.add_argument("--trust-checkpoint", action="store_true",
+                        help="load a checkpoint that holds types other than tensors and fairseq's "
+                             "configuration (runs code from the file: only for files you trust)")
+
+
+def run_converter(prog: str, convert: Callable[[], object], trust: bool = False):
     """Run ``convert()`` with logging on; a bad input (ValueError, FileNotFoundError) becomes one
-    line ``PROG: error: ...`` on stderr. Returns the result, or None after an error (exit 2)."""
+    line ``PROG: error: ...`` on stderr; ``trust`` is the run's --trust-checkpoint. Returns the
+    result, or None after an error (exit 2)."""
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
+    from ..checkpoints import trust_checkpoints
+
     try:
-        return convert()
+        with trust_checkpoints(trust):
+            return convert()
     except (ValueError, FileNotFoundError) as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return None

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     result = run_converter("longformer-convert-bart", lambda: convert_bart_checkpoint(
         args.source, args.output, max_positions=args.max_positions, attention_window=args.attention_window,
         checkpoint_file=args.checkpoint_file, dict_file=args.dict, overwrite=args.overwrite,
-    ))
+    ), trust=args.trust_checkpoint)
     if result is None:
         return 2
     windows = ",".join(str(w) for w in result.attention_window)

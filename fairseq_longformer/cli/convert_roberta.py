@@ -38,7 +38,7 @@ def main(argv=None) -> int:
         attention_window=args.attention_window, init_positions=args.init_positions,
         checkpoint_file=args.checkpoint_file, dict_file=args.dict, seed=args.seed,
         overwrite=args.overwrite,
-    ))
+    ), trust=args.trust_checkpoint)
     if result is None:
         return 2
     print(f"wrote {result.checkpoint} and {result.dictionary} "

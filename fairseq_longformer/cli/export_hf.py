@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import List, Optional
 
-from . import folder_parser
+from . import add_trust_flag, folder_parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--head-name", metavar="NAME",
                         help="the head to export when the checkpoint holds several (a classification head's "
                              "--classification-head-name or a QA head's --span-head-name); default: the only one")
+    add_trust_flag(parser)
     tok = parser.add_argument_group("tokenizer (optional; the one the fairseq data was made with)")
     tok.add_argument("--gpt2-encoder-json", metavar="FILE", help="GPT-2 BPE encoder.json (RoBERTa's BPE)")
     tok.add_argument("--gpt2-vocab-bpe", metavar="FILE", help="GPT-2 BPE vocab.bpe (merges)")
@@ -45,6 +46,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from ..atomic import check_output_dir
+    from ..checkpoints import trust_checkpoints
+
+    inputs = [args.checkpoint, args.dict_path, args.label_dict_path, args.gpt2_encoder_json, args.gpt2_vocab_bpe,
+              args.sentencepiece_model]
+    try:
+        check_output_dir(args.outdir, args.overwrite, inputs)  # --overwrite never deletes what it reads
+    except (ValueError, FileExistsError) as error:
+        print(f"longformer-export-hf: error: {error}", file=sys.stderr)
+        return 2
+    with trust_checkpoints(args.trust_checkpoint):
+        return _export(args)
+
+
+def _export(args) -> int:
     from ..conversion.hf_export import export_checkpoint
     from ..conversion.tokenizer import TokenizerFiles
 

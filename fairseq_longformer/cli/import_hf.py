@@ -45,7 +45,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..conversion.hf_import import LEDImportResult, import_folder
     from ..conversion.restore import continue_command
 
+    from ..atomic import check_output_dir
+
     try:
+        check_output_dir(args.outdir, args.overwrite, inputs=[args.hf_dir])  # --overwrite never deletes the source
         result = import_folder(args.hf_dir, args.outdir, args.overwrite, max_positions=args.max_positions,
                                attention_window=args.attention_window, head_name=args.head_name)
     except (ValueError, FileNotFoundError, FileExistsError) as error:

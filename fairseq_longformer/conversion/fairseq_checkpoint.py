@@ -24,6 +24,7 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
+from .. import checkpoints
 from ..atomic import atomic_files
 
 logger = logging.getLogger(__name__)
@@ -56,14 +57,13 @@ def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None,
 
 def read_checkpoint(path: Path, mmap: bool = False):
     """Unpickle a fairseq checkpoint file onto the CPU (``mmap``: tensors stay on disk until used,
-    for files in torch's zip format; the 2019 releases' legacy format is read whole).
-    fairseq checkpoints pickle ``argparse.Namespace`` / omegaconf objects, so this is fairseq's
-    own ``weights_only=False``: read only files you trust."""
+    for files in torch's zip format; the 2019 releases' legacy format is read whole), as data:
+    ``checkpoints.load_checkpoint`` with the run's trust (``--trust-checkpoint``)."""
     if mmap:
         import zipfile
 
         mmap = zipfile.is_zipfile(path)
-    return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+    return checkpoints.load_checkpoint(path, trust=checkpoints.checkpoints_trusted(), mmap=mmap)
 
 
 def checkpoint_file(path) -> Path:
@@ -82,6 +82,8 @@ def load_checkpoint(path: Path, kind: str = "RoBERTa", mmap: bool = False) -> di
                          "copy? pass the model.pt that fairseq-train or a converter wrote)")
     try:
         state = read_checkpoint(path, mmap=mmap)
+    except checkpoints.UntrustedCheckpointError:
+        raise  # already one line naming the file and the fix
     except Exception as error:  # not a torch file at all, truncated, ...
         first_line = (str(error).strip().splitlines() or [""])[0]
         raise ValueError(f"{str(path)!r} is not a fairseq {kind} checkpoint: torch.load failed "

@@ -56,6 +56,12 @@ class LongformerRobertaEncoder(RobertaEncoder):
 class LongformerModel(RobertaModel):
     """Longformer (Beltagy et al., 2020): RoBERTa with sliding-window + global attention."""
 
+    @classmethod
+    def hub_models(cls):
+        # RoBERTa's map names plain-http downloads of RoBERTa weights, which from_pretrained would
+        # fetch unverified under a Longformer's name: no Longformer is published that way.
+        return {}
+
     @staticmethod
     def add_args(parser):
         RobertaModel.add_args(parser)

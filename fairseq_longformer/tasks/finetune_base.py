@@ -61,6 +61,18 @@ class LongformerFinetuneTask(FairseqTask):
     def add_head(self, model) -> None:
         raise NotImplementedError
 
+    def build_criterion(self, cfg, from_checkpoint=False):
+        # A fine-tuning task's batches (one label or span per example) fit only the criterion
+        # registered under the task's own name; any other fails in the first step ("Expected input
+        # batch_size (4096) to match target batch_size (8)") after fairseq wrote a crash.pt.
+        task, criterion = self.cfg._name, getattr(cfg, "_name", None)
+        if criterion != task:
+            from ..user_errors import UserInputError
+
+            raise UserInputError(f"--task {task} trains with --criterion {task} only, got --criterion {criterion}: "
+                                 f"pass --criterion {task}")
+        return super().build_criterion(cfg, from_checkpoint)
+
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         check_positions(model, self.cfg.max_positions, self.cfg.pad_to_multiple)

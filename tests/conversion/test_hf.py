@@ -285,9 +285,14 @@ def test_export_never_replaces_a_folder_silently(tmp_path):
     (out / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="--overwrite"):
         export_model(model, d, out)
+    with pytest.raises(FileExistsError, match="not written by fairseq-longformer"):
+        export_model(model, d, out, overwrite=True)  # --overwrite replaces only a folder the tools wrote
     assert (out / "keep.txt").read_text() == "mine"
+    (out / "keep.txt").unlink()
+    export_model(model, d, out)
     export_model(model, d, out, overwrite=True)
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "fairseq_dict.txt", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [".written-by-fairseq-longformer", "config.json",
+                                                     "fairseq_dict.txt", "model.safetensors"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
 
 

@@ -73,12 +73,13 @@ def test_nothing_usable_fails_and_writes_nothing(classification_data, kjv_jsonl,
     out = tmp_path / "out"
     out.mkdir()
     (out / "old.txt").write_text("an earlier run")
+    (out / ".written-by-fairseq-longformer").write_text("")  # an earlier run's: --overwrite may replace it
     bad_valid = _jsonl(tmp_path / "valid.jsonl", ["not json", {"text": "x", "label": "unseen label"}])
     done = prepare("classification", out, kjv_jsonl / "classification.train.jsonl", bad_valid,
                    *_tokenizer(classification_data), "--overwrite")
     assert done.returncode != 0
     assert "no usable example in valid" in done.stderr and "1 broken JSON" in done.stderr
-    assert [p.name for p in out.iterdir()] == ["old.txt"]  # untouched
+    assert sorted(p.name for p in out.iterdir()) == [".written-by-fairseq-longformer", "old.txt"]  # untouched
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
 
 

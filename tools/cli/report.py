@@ -23,6 +23,9 @@ def parse_args(argv):
                         "fairseq's own --log-file misses the train and valid lines, so save it with tee")
     p.add_argument("--checkpoint", default="checkpoint_best.pt", help="file in SAVE_DIR for the demo")
     p.add_argument("--valid-subset", default="valid")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="load a checkpoint that holds types other than tensors and fairseq's configuration "
+                        "(runs code from the file: only for files you trust)")
     p.add_argument("--fill-mask", type=int, default=4, metavar="N", help="held-out sentences to fill (0: none)")
     p.add_argument("--train-seconds", type=float, help="wall time of training, printed when given")
     p.add_argument("--expect-bits-below", type=float, metavar="B",
@@ -38,6 +41,12 @@ def main(argv=None):
     from ..report.training_log import read_training_log
     from ..report.unigram import unigram_baseline
 
+    if not (args.data / "dict.txt").is_file():
+        sys.exit(f"longformer-report: error: --data {args.data}: no dict.txt there; give the fairseq binary "
+                 "dataset the model was trained on")
+    if args.fill_mask > 0 and not (args.save_dir / args.checkpoint).is_file():
+        sys.exit(f"longformer-report: error: --checkpoint {args.save_dir / args.checkpoint}: no such file; give a "
+                 "checkpoint in --save-dir (--checkpoint checkpoint_last.pt) or --fill-mask 0")
     log_file = args.log_file or args.save_dir / "train.log"
     if not log_file.is_file():
         sys.exit(f"longformer-report: no training log at {log_file}: save fairseq-train's output there "
@@ -69,10 +78,16 @@ def main(argv=None):
     print(f"plot: {png}")
 
     if args.fill_mask > 0:
+        from fairseq_longformer import UserInputError, trust_checkpoints
         from ..report.fill_mask import fill_mask_demo
 
         print(f"\n== fill-mask on held-out {args.valid_subset} sentences ({args.checkpoint}) ==")
-        for item in fill_mask_demo(args.save_dir, args.checkpoint, args.data, args.valid_subset, args.fill_mask):
+        try:
+            with trust_checkpoints(args.trust_checkpoint):
+                demo = fill_mask_demo(args.save_dir, args.checkpoint, args.data, args.valid_subset, args.fill_mask)
+        except UserInputError as error:
+            sys.exit(f"longformer-report: error: {error}")
+        for item in demo:
             guesses = ", ".join(f"{w} ({p:.2f})" for w, p in item["predictions"])
             print(f"{item['masked']}\n    answer: {item['answer']}   model: {guesses}")
 

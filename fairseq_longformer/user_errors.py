@@ -1,0 +1,43 @@
+"""Bad input reported as one line by fairseq's own CLIs (fairseq-train, -eval-lm, -generate).
+
+fairseq's CLIs have no error handling of their own: whatever the plugin raises ends as a
+traceback. The plugin raises ``UserInputError`` (a ValueError) for a problem the user can fix (a
+checkpoint refused as code, a task run with a criterion it cannot work with, an evaluation
+context longer than its blocks); ``install_excepthook`` makes such an uncaught error print
+``error: <message>`` on stderr and exit 1, with no traceback. Every other exception keeps
+Python's report. Installed when a fairseq CLI parses its arguments with the plugin loaded.
+"""
+import sys
+
+
+class UserInputError(ValueError):
+    """A bad input the user can fix; its message is one line naming the input and the fix."""
+
+
+def _report_user_errors(previous):
+    def excepthook(kind, error, traceback):
+        if isinstance(error, UserInputError):
+            print(f"error: {error}", file=sys.stderr)
+            return
+        previous(kind, error, traceback)
+
+    excepthook._longformer_user_errors = True
+    return excepthook
+
+
+def install_excepthook() -> None:
+    """Report uncaught UserInputErrors as one line (idempotent)."""
+    if not getattr(sys.excepthook, "_longformer_user_errors", False):
+        sys.excepthook = _report_user_errors(sys.excepthook)
+
+
+def check_cli_args(args) -> None:
+    """Flag combinations fairseq's CLIs accept and then fail on with a traceback."""
+    window = getattr(args, "context_window", 0) or 0
+    block = getattr(args, "tokens_per_sample", None)
+    if window > 0 and block is not None and window >= block:
+        # eval-lm scores blocks of tokens-per-sample minus context-window tokens: none is left
+        # (ZeroDivisionError in fairseq's block builder)
+        raise UserInputError(f"--context-window {window} must be smaller than --tokens-per-sample {block}: each "
+                             "block scores tokens-per-sample minus context-window new tokens; e.g. "
+                             f"--context-window {block // 2}")
