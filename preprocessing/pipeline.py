@@ -18,7 +18,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -27,7 +26,7 @@ import numpy as np
 from . import document as D
 from .binarize import DocStore, SplitWriter
 from .destination import (
-    MANIFEST, TMP_PREFIX, DestLock, claim_destination, finished_run, output_options, publish_outputs, run_signature,
+    MANIFEST, TMP_PREFIX, DestLock, claim_destination, finished_run, publish_outputs, run_signature,
 )
 from .document import ReaderConfig
 from .options import SOURCES, parse_args
@@ -38,10 +37,11 @@ from .reader_stories import read_stories
 from .reader_text import read_text
 from .reader_wikipedia import read_wikipedia
 from .sampling import SplitPlanner, below_fraction, content_digest, sample_by_hash, unit_hash
-from .segment import document_lines, encode_document
-from .stats import BadInputReport, dump_json, render_markdown
+from .segment import document_lines
+from .stats import BadInputReport, corpus_stats, dump_json, render_markdown
 from .textio import list_input_files
 from .tokenizer import EOS, TokenizerSpec, train_sentencepiece, write_dict
+from .workers import chunk_text, encode_chunk, init_worker
 
 SPM_NAME = "spm.model"
 SPM_CHUNK_CHARS = 2000
@@ -69,51 +69,6 @@ def _progress(args, **kw):
     from tqdm import tqdm
 
     return tqdm(file=sys.stderr, disable=args.no_progress, mininterval=1.0, dynamic_ncols=True, **kw)
-
-
-# ---------------------------------------------------------------- worker processes
-
-_WORKER_TOKENIZER = None
-_WORKER_MAX_LINE = 0
-
-
-def _init_worker(spec: TokenizerSpec, max_line_tokens: int, watch_parent: bool = False) -> None:
-    global _WORKER_TOKENIZER, _WORKER_MAX_LINE
-    _WORKER_TOKENIZER = spec.build()
-    _WORKER_MAX_LINE = max_line_tokens
-    if watch_parent:
-        # A pool worker blocks forever on its task queue if the main process is killed
-        # (SIGKILL, OOM killer): exit when the parent is gone, so a restart starts clean.
-        parent = os.getppid()
-
-        def watch():
-            while os.getppid() == parent:
-                time.sleep(1.0)
-            os._exit(1)
-
-        threading.Thread(target=watch, daemon=True).start()
-
-
-def _encode_chunk(texts: List[str]):
-    """Encoded documents and the CPU seconds this process spent on them."""
-    t0 = time.process_time()
-    results = [encode_document(_WORKER_TOKENIZER, t, _WORKER_MAX_LINE) for t in texts]
-    return results, time.process_time() - t0
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _chunk_text(s: str, limit: int) -> Iterator[str]:
-    """Pieces of at most ``limit`` characters, cut at spaces where possible."""
-    while len(s) > limit:
-        cut = s.rfind(" ", 0, limit + 1)
-        if cut <= limit // 2:
-            cut = limit
-        yield s[:cut]
-        s = s[cut:].lstrip()
-    if s:
-        yield s
 
 
 # ---------------------------------------------------------------- the run
@@ -212,7 +167,7 @@ class Preprocessor:
             for _, _, text, _ in self.candidates(inputs, count=False):
                 bar.update(1)
                 for line in document_lines(text):
-                    yield from _chunk_text(line, SPM_CHUNK_CHARS)
+                    yield from chunk_text(line, SPM_CHUNK_CHARS)
 
         sample = sample_by_hash(chunks(), a.spm_sample_chars, a.seed, "spm")
         bar.close()
@@ -254,18 +209,18 @@ class Preprocessor:
         a = self.args
         self.tokenizer_cpu_seconds = 0.0
         if a.workers == 1:
-            _init_worker(spec, a.max_line_tokens)
+            init_worker(spec, a.max_line_tokens)
             for meta, texts in chunks:
-                results, cpu = _encode_chunk(texts)
+                results, cpu = encode_chunk(texts)
                 self.tokenizer_cpu_seconds += cpu
                 yield from zip(meta, results)
             return
-        pool = multiprocessing.Pool(a.workers, initializer=_init_worker, initargs=(spec, a.max_line_tokens, True))
+        pool = multiprocessing.Pool(a.workers, initializer=init_worker, initargs=(spec, a.max_line_tokens, True))
         try:
             pending = collections.deque()
             limit = INFLIGHT_PER_WORKER * a.workers
             for meta, texts in chunks:
-                pending.append((meta, pool.apply_async(_encode_chunk, (texts,))))
+                pending.append((meta, pool.apply_async(encode_chunk, (texts,))))
                 del texts
                 while len(pending) >= limit:
                     yield from self._collect(pending.popleft())
@@ -440,7 +395,7 @@ class Preprocessor:
                 os.replace(spec.spm_model, os.path.join(tmp, SPM_NAME))
             outputs.append(SPM_NAME)
 
-        stats = self.make_stats(spec, tokenizer, writer, dictionary_size)
+        stats = corpus_stats(self.args, self.source_stats, self.selection, self.report, spec, writer, dictionary_size)
         dump_json(stats, os.path.join(tmp, "stats.json"))
         with open(os.path.join(tmp, "stats.md"), "w", encoding="utf-8") as f:
             f.write(render_markdown(stats))
@@ -449,40 +404,6 @@ class Preprocessor:
         publish_outputs(self.destdir, tmp, outputs, signature)
         self.print_summary(stats, elapsed)
         return stats
-
-    def make_stats(self, spec, tokenizer, writer: SplitWriter, dictionary_size: int) -> dict:
-        a = self.args
-        sources = collections.OrderedDict()
-        for source in SOURCES:
-            if getattr(a, source):
-                st = self.source_stats.get(source, {"documents": 0, "tokens": 0, "lines": 0, "split_lines": 0, "unk_tokens": 0})
-                row = dict(st)
-                row["avg_doc_len"] = round(st["tokens"] / st["documents"], 1) if st["documents"] else 0.0
-                sources[source] = row
-        total_docs = sum(r["documents"] for r in sources.values())
-        total_tokens = sum(r["tokens"] for r in sources.values())
-        return {
-            "tokenizer": {
-                "kind": spec.kind,
-                "dictionary_size": dictionary_size,
-                "srcdict": a.srcdict is not None,
-                "trained_sentencepiece_vocab": a.train_sentencepiece,
-            },
-            "sources": sources,
-            "total": {
-                "documents": total_docs,
-                "tokens": total_tokens,
-                "avg_doc_len": round(total_tokens / total_docs, 1) if total_docs else 0.0,
-                "unk_tokens": sum(r["unk_tokens"] for r in sources.values()),
-            },
-            "splits": {
-                s: {"documents": writer.docs[s], "tokens": writer.tokens[s], "lines": writer.items[s] - writer.docs[s]}
-                for s in SplitWriter.SPLITS
-            },
-            "selection": dict(self.selection),
-            "bad_input": self.report.to_json(),
-            "options": output_options(a),
-        }
 
     def print_summary(self, stats: dict, elapsed: float) -> None:
         a = self.args

@@ -2,10 +2,13 @@
 document length), plus the split sizes, selection counts and the bad-input report."""
 from __future__ import annotations
 
+import collections
 import json
 from typing import Dict, List
 
+from .destination import output_options
 from .document import BAD_INPUT_KINDS
+from .options import SOURCES
 
 SOURCE_TITLES = {
     "books": "Books",
@@ -107,3 +110,40 @@ def dump_json(stats: dict, path: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(stats, f, indent=2, sort_keys=False)
         f.write("\n")
+
+
+def corpus_stats(a, source_stats, selection, report, spec, writer, dictionary_size: int) -> dict:
+    """The stats.json of a run: per source (the paper's Table 6 columns), the splits written by
+    ``writer`` (a ``binarize.SplitWriter``), the selection counts, the bad-input ``report`` and the
+    options that shaped the output."""
+    sources = collections.OrderedDict()
+    for source in SOURCES:
+        if getattr(a, source):
+            st = source_stats.get(source, {"documents": 0, "tokens": 0, "lines": 0, "split_lines": 0, "unk_tokens": 0})
+            row = dict(st)
+            row["avg_doc_len"] = round(st["tokens"] / st["documents"], 1) if st["documents"] else 0.0
+            sources[source] = row
+    total_docs = sum(r["documents"] for r in sources.values())
+    total_tokens = sum(r["tokens"] for r in sources.values())
+    return {
+        "tokenizer": {
+            "kind": spec.kind,
+            "dictionary_size": dictionary_size,
+            "srcdict": a.srcdict is not None,
+            "trained_sentencepiece_vocab": a.train_sentencepiece,
+        },
+        "sources": sources,
+        "total": {
+            "documents": total_docs,
+            "tokens": total_tokens,
+            "avg_doc_len": round(total_tokens / total_docs, 1) if total_docs else 0.0,
+            "unk_tokens": sum(r["unk_tokens"] for r in sources.values()),
+        },
+        "splits": {
+            s: {"documents": writer.docs[s], "tokens": writer.tokens[s], "lines": writer.items[s] - writer.docs[s]}
+            for s in writer.SPLITS
+        },
+        "selection": dict(selection),
+        "bad_input": report.to_json(),
+        "options": output_options(a),
+    }

@@ -47,7 +47,7 @@ def kjv_slice(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spm_model(kjv_slice, tmp_path_factory):
     """A small sentencepiece model trained on the KJV slice (no fairseq import needed to use it)."""
-    from longformer_preprocessing.pipeline import _chunk_text
+    from longformer_preprocessing.workers import chunk_text
     from longformer_preprocessing.segment import document_lines
     from longformer_preprocessing.textio import iter_lines, list_input_files
     from longformer_preprocessing.tokenizer import train_sentencepiece
@@ -56,5 +56,5 @@ def spm_model(kjv_slice, tmp_path_factory):
     for path, _ in list_input_files(kjv_slice):
         for line in iter_lines(path, 1 << 20):
             for text in document_lines(line.text):
-                sample.extend(_chunk_text(text, 2000))
+                sample.extend(chunk_text(text, 2000))
     return train_sentencepiece(sample, str(tmp_path_factory.mktemp("spm") / "kjv.model"), 1000, seed=1)
