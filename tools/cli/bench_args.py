@@ -3,6 +3,7 @@ the flags of a run, their checks, the workers' memory limit and the JSON report.
 import json
 import os
 import platform
+import sys
 import time
 from typing import Optional
 
@@ -129,3 +130,21 @@ def write_report(args, rows, started: float, environment: Optional[dict] = None,
     with open(path, "w") as handle:
         json.dump(report, handle, indent=1)
     return path
+
+
+def replot_model_report(program: str, json_path: str, impls, format_rows, page, markdown_path=None) -> int:
+    """``--replot`` of the whole-model benchmarks: re-print the table of a stored run and (with
+    ``markdown_path``) re-write its page, ``page(report, json_path, markdown_path)``; 2 when the
+    file is not a report of ``program``."""
+    try:
+        report = load_report(json_path, impls)
+    except ValueError as error:
+        print(f"{program}: error: {error}", file=sys.stderr)
+        return 2
+    print(format_rows(report["results"]))
+    if markdown_path:
+        from ..bench import results_page
+
+        results_page.write_page(page(report, json_path, markdown_path), markdown_path)
+        print(f"\nwrote {markdown_path}")
+    return 0

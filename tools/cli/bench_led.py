@@ -23,7 +23,7 @@ from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
 from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
-                         memory_limit_mb, write_report)
+                         memory_limit_mb, replot_model_report, write_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,24 +69,10 @@ def page(report: dict, json_path: str, markdown_path: str) -> str:
                                    markdown_path)
 
 
-def replot(json_path: str, markdown_path=None) -> int:
-    """Re-print the table and (with ``markdown_path``) re-write the page of a stored run."""
-    try:
-        report = load_report(json_path, ENCODERS)
-    except ValueError as error:
-        print(f"longformer-bench-led: error: {error}", file=sys.stderr)
-        return 2
-    print(format_rows(report["results"]))
-    if markdown_path:
-        results_page.write_page(page(report, json_path, markdown_path), markdown_path)
-        print(f"\nwrote {markdown_path}")
-    return 0
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replot:
-        return replot(args.replot, args.markdown)
+        return replot_model_report("longformer-bench-led", args.replot, ENCODERS, format_rows, page, args.markdown)
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args)
 

@@ -55,7 +55,7 @@ def test_missing_log_is_one_line_and_writes_nothing(finished_job):
     data, save = finished_job
     (save / "train.log").unlink()
     with pytest.raises(SystemExit) as stopped:
-        report_cli.main(["--data", str(data), "--save-dir", str(save)])
+        report_cli.main(["--data", str(data), "--save-dir", str(save), "--fill-mask", "0"])
     assert stopped.value.code == (
         f"longformer-report: no training log at {save / 'train.log'}: save fairseq-train's output there "
         f"(fairseq-train ... 2>&1 | tee -a {save / 'train.log'}) or pass --log-file")
