@@ -10,3 +10,7 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# Fixtures shared across the test folders (small data sets, a stock BART and its LED, a
+# reference training run), made once per session whichever folder asks first.
+pytest_plugins = ["tests.support.finetune_data", "tests.support.led_models", "tests.support.training"]

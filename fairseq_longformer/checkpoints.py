@@ -74,6 +74,20 @@ def _unexpected_types(source) -> List[str]:
     return sorted(set(names) - allowed)
 
 
+def _is_torch_file(source) -> bool:
+    """Whether ``source`` is in one of torch.save's formats (a zip archive, or the legacy pickle
+    stream, which opens with the pickle protocol byte 0x80): a text or random file is neither,
+    and is reported as not a checkpoint rather than as one that holds code."""
+    if not isinstance(source, (str, os.PathLike)):
+        return True
+    try:
+        with open(source, "rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return True
+    return head.startswith(b"PK") or head[:1] == b"\x80"
+
+
 def refusal(source, error: Exception) -> str:
     """One line: the file, what it needs that data may not hold, and the fix."""
     unexpected = _unexpected_types(source)
@@ -96,6 +110,9 @@ def load_checkpoint(path, *, trust: bool = False, map_location="cpu", mmap: bool
         try:
             return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
         except pickle.UnpicklingError as error:
+            if not _is_torch_file(path):
+                raise ValueError(f"{_name(path)}: not a torch checkpoint (neither torch.save's zip format nor "
+                                 "its pickle stream)") from None
             raise UntrustedCheckpointError(refusal(path, error)) from None
 
 

@@ -2,7 +2,7 @@
 
 Imported first by ``fairseq_longformer/__init__.py``. Each patch names the failure it fixes, is
 idempotent, and touches fairseq's own modules only (nothing process-wide beyond the numpy
-aliases fairseq reads). Tests that fail without them: tests/test_compat.py and the training
+aliases fairseq reads). Tests that fail without them: tests/plugin/test_compat.py and the training
 tests (resume with --restore-file, --sample-break-mode eos, torchrun on CPU).
 """
 import logging

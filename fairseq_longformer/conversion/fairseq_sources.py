@@ -9,7 +9,7 @@
 * ``BART`` -> LED (arch ``led_base``, ``led_large`` from ``bart_large``; task translation). The
   encoder's positions are tiled whole to a multiple of BART's (16,384 = 16 x 1,024, allenai's
   converter tiles the same rows); the decoder is untouched. With every window at least as long as
-  the input, the LED computes exactly BART's function (tests/led/test_led_model.py).
+  the input, the LED computes exactly BART's function (tests/plugin/models/test_led.py).
 
 The results (``ConversionResult``, ``LEDConversionResult``) carry the flags that train, continue
 and generate with the converted checkpoint.

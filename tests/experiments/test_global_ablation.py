@@ -12,8 +12,8 @@ import torch
 from longformer_experiments.global_ablation import main as ablation
 from longformer_experiments.global_ablation import needles
 from tests.conftest import KJV, REPO
-from tests.finetune.conftest import LAYERS, WINDOW
-from tests.finetune.finetune_helpers import batch, task_and_model
+from tests.support.finetune_data import LAYERS, WINDOW
+from tests.support.finetune_models import batch, task_and_model
 
 
 @pytest.fixture(scope="module")

@@ -34,11 +34,11 @@ from pathlib import Path
 
 from longformer_preprocessing.chars import prepare
 
-from tests.charlm.test_train_eval import BLOCK, BOOKS, TINY_LM
+from tests.integration.test_charlm_train_eval import BLOCK, BOOKS, TINY_LM
 from tests.conftest import KJV, REPO, TINY_MODEL_ARGS
-from tests.finetune.conftest import TINY_FINETUNE_ARGS, classification_data, kjv_jsonl, qa_data  # noqa: F401
-from tests.led.conftest import LANGS, LED_POSITIONS, bart_dir, led_data_bin  # noqa: F401
-from tests.training.training_helpers import subprocess_env, tail, train_inner
+from tests.support.finetune_data import TINY_FINETUNE_ARGS, classification_data, kjv_jsonl, qa_data  # noqa: F401
+from tests.support.led_models import LANGS, LED_POSITIONS, bart_dir, led_data_bin  # noqa: F401
+from tests.support.training import subprocess_env, tail, train_inner
 
 PROBE = Path(__file__).with_name("precision_probe.py")
 # fp16 starts its dynamic loss scale at 32, not fairseq's 128: at 128 the char-LM's first step
@@ -193,7 +193,7 @@ def test_char_lm_with_relative_positions_then_eval_lm(tmp_path):
 def test_led_translation_then_generate(bart_dir, led_data_bin, tmp_path):
     """LED fine-tuned from a converted BART (--task translation), the first source token global
     (LED's default), sources padded; then fairseq-generate of each checkpoint in its precision."""
-    from fairseq_longformer.conversion.bart import convert_bart_checkpoint
+    from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
 
     result = convert_bart_checkpoint(bart_dir, tmp_path / "led", max_positions=LED_POSITIONS, attention_window="4")
     _, saves = train_three_ways(

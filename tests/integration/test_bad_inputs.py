@@ -26,8 +26,8 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from tests.finetune.conftest import classification_data, kjv_jsonl  # noqa: F401  (fixtures)
-from tests.test_checkpoints import RunsCode, stock_roberta  # noqa: F401  (fixture: a fairseq-train checkpoint)
+from tests.support.finetune_data import classification_data, kjv_jsonl  # noqa: F401  (fixtures)
+from tests.plugin.test_checkpoints import RunsCode, stock_roberta  # noqa: F401  (fixture: a fairseq-train checkpoint)
 
 BIN = Path(sys.executable).parent
 PLUGIN = str(REPO / "fairseq_longformer")

@@ -128,7 +128,7 @@ def _check(case: Case, dtype: torch.dtype, dropout: Optional[AttentionDropout]):
 def test_band_bias_matches_reference(case: Case, dtype: torch.dtype, accelerator):
     if dtype not in accelerator.triton_dtypes:
         pytest.skip("Triton's interpreter computes bf16 on the raw bits (wrong): bf16 runs on CUDA only; "
-                    "on a CPU the PyTorch path is checked in bf16 (tests/attention/test_band_bias.py)")
+                    "on a CPU the PyTorch path is checked in bf16 (tests/kernels/test_band_bias.py)")
     _check(case, dtype, None)
 
 

@@ -1,6 +1,6 @@
 """``longformer-report`` on a tiny binarized corpus and a written training log: the installed
 console script once, its failures in this process (no fill-mask demo: that needs a trained
-checkpoint, see tests/test_main_job.py)."""
+checkpoint, see tests/integration/test_main_job.py)."""
 import subprocess
 import sys
 from pathlib import Path
