@@ -198,7 +198,7 @@ def test_split_fractions(corpus, gpt2_files, gpt2_args, tmp_path, run_preprocess
 
 def test_loads_in_fairseq_complete_doc(corpus, gpt2_args, reference_run, tmp_path, run_preprocess):
     """fairseq's own loader + TokenBlockDataset(complete_doc): no block longer than the block
-    size. Without the line cut (a huge --max-line-tokens) the same corpus breaks that (#5167)."""
+    size. Without the line cut (a huge --max-line-tokens) the same corpus breaks that (fairseq issue #5167)."""
     from fairseq.data import Dictionary, TokenBlockDataset, data_utils
 
     def max_block(dest):
