@@ -16,7 +16,7 @@ MODULE = "longformer_experiments.wikihop_small"
 QUERY = "named_in_supports"
 ROWS = {  # name: fairseq-train flags of the row
     "global (question + candidates)": ["--global-classes", "question,candidate"],
-    "global, shared Q/K/V": ["--global-classes", "question,candidate", "--no-global-projections"],
+    "global (shared Q/K/V)": ["--global-classes", "question,candidate", "--no-global-projections"],
     "no global": ["--global-attention", "none"],
 }
 NO_GLOBAL = "no global"
@@ -59,7 +59,8 @@ def train(a, data: Path, row: str, seed: int) -> dict:
            "--encoder-layers", str(a.layers), "--encoder-embed-dim", str(a.dim),
            "--encoder-ffn-embed-dim", str(2 * a.dim), "--encoder-attention-heads", str(a.heads),
            "--attention-window", str(a.window), "--max-positions", str(a.long), "--pad-to-multiple", str(a.window),
-           "--optimizer", "adam", "--lr", str(a.lr), "--lr-scheduler", "polynomial_decay",
+           "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-6",
+           "--weight-decay", "0.01", "--clip-norm", "1.0", "--lr", str(a.lr), "--lr-scheduler", "polynomial_decay",
            "--total-num-update", str(a.updates), "--warmup-updates", str(max(1, a.updates // 10)),
            "--max-update", str(a.updates), "--batch-size", str(a.batch_size), "--dropout", "0",
            "--attention-dropout", "0", "--seed", str(seed), "--cpu", "--num-workers", "0", "--no-save",
