@@ -22,13 +22,17 @@ ROWS = {  # name: fairseq-train flags of the row
 NO_GLOBAL = "no global"
 
 
-def wikihop_records(examples, candidates: int, rng: random.Random, split: str):
-    """Needle documents -> qangaroo WikiHop records: the needles' name among ``candidates`` names."""
+def wikihop_records(examples, candidates: int, rng: random.Random, split: str, shuffle: bool = True):
+    """Needle documents -> qangaroo WikiHop records: the needles' name among ``candidates`` names,
+    in a random order (``shuffle``) or in NAMES' order."""
     records = []
     for i, example in enumerate(examples):
         others = rng.sample([n for n in NAMES if n != example["label"]], candidates - 1)
         names = others + [example["label"]]
-        rng.shuffle(names)
+        if shuffle:
+            rng.shuffle(names)
+        else:
+            names.sort(key=NAMES.index)
         records.append({"id": f"KJV_{split}_{i}", "query": QUERY, "answer": example["label"],
                         "candidates": names, "supports": [example["text"]]})
     return records
@@ -42,7 +46,7 @@ def build(a) -> Path:
     raw.mkdir(parents=True, exist_ok=True)
     for split, count in (("train", a.train_examples), ("valid", a.valid_examples)):
         examples = build_examples(pools[split], count, a.doc_words, a.min_word, a.needles, rng)
-        (raw / f"{split}.json").write_text(json.dumps(wikihop_records(examples, a.candidates, rng, split)))
+        (raw / f"{split}.json").write_text(json.dumps(wikihop_records(examples, a.candidates, rng, split, a.shuffle)))
     done = subprocess.run([sys.executable, "-m", "longformer_preprocessing.task_data", "wikihop",
                            "--train", str(raw / "train.json"), "--valid", str(raw / "valid.json"),
                            "--train-sentencepiece", str(a.vocab), "--destdir", str(data), "--overwrite"],
@@ -132,6 +136,7 @@ def parse_args(argv=None):
                                                 "(default: layers x window, beyond the candidates' reach)")
     p.add_argument("--needles", type=int, default=2)
     p.add_argument("--candidates", type=int, default=3, help=f"candidates per question (2..{len(NAMES)})")
+    p.add_argument("--shuffle", action="store_true", help="candidates in a random order (default: NAMES' order)")
     p.add_argument("--train-examples", type=int, default=800)
     p.add_argument("--valid-examples", type=int, default=200)
     p.add_argument("--vocab", type=int, default=1000, help="sentencepiece pieces")

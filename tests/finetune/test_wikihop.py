@@ -127,3 +127,13 @@ def test_wikihop_trains_and_validates_every_example(wikihop_data, tmp_path):
     valid = {k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", lines[-1])}
     count = valid["accuracy"] / 100 * 10  # a whole number of the 10 valid examples
     assert abs(count - round(count)) < 0.01 and valid["loss"] > 0
+
+
+def test_a_file_that_is_not_wikihop_is_one_error_line_and_writes_nothing(tmp_path):
+    (tmp_path / "train.json").write_text("not json")
+    (tmp_path / "dev.json").write_text(json.dumps({"id": "a dict, not a list"}))
+    for train in ("train.json", "dev.json"):
+        done = prepare("wikihop", tmp_path / "out", tmp_path / train, tmp_path / "dev.json",
+                       "--train-sentencepiece", "320")
+        assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+        assert not (tmp_path / "out").exists()
