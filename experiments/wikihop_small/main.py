@@ -85,7 +85,7 @@ def markdown(table: dict, a, longest: int) -> str:
     lines = [f"WikiHop-style ablation in small (the paper's Table 10: no global attention -8.3, shared "
              f"projections -1.6). {len(NAMES)} KJV names, {a.candidates} candidates per question (chance "
              f"{100 / a.candidates:.1f}%), supports of {a.doc_words} words (longest input {longest} tokens, "
-             f"cut into chunks of {a.long}), {a.needles} needles at support word >= {a.min_word} (beyond every candidate's "
+             f"<= {a.long}: one chunk), {a.needles} needles at support word >= {a.min_word} (beyond every candidate's "
              f"{receptive_field(a.layers, a.window)}-token reach without global attention); {a.layers} layers x "
              f"{a.dim}, window {a.window}, {a.updates} updates of {a.batch_size}, {a.train_examples} train / "
              f"{a.valid_examples} valid questions; valid accuracy (%) after the last update; spread = half the "
@@ -123,21 +123,21 @@ def parse_args(argv=None):
     p.add_argument("--kjv", type=Path, default=KJV)
     p.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
     p.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows: " + ", ".join(ROWS))
-    p.add_argument("--updates", type=int, default=150)
+    p.add_argument("--updates", type=int, default=400)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--window", type=int, default=16, help="one-sided attention window")
-    p.add_argument("--long", type=int, default=320, help="tokens per model input (longer inputs are chunked)")
+    p.add_argument("--long", type=int, default=512, help="tokens per model input (every input must fit)")
     p.add_argument("--doc-words", type=int, default=120, help="support words per question, at most")
     p.add_argument("--min-word", type=int, help="first support word a needle may start at "
                                                 "(default: layers x window, beyond the candidates' reach)")
     p.add_argument("--needles", type=int, default=2)
-    p.add_argument("--candidates", type=int, default=3, help=f"candidates per question (2..{len(NAMES)})")
+    p.add_argument("--candidates", type=int, default=4, help=f"candidates per question (2..{len(NAMES)})")
     p.add_argument("--shuffle", action="store_true", help="candidates in a random order (default: NAMES' order)")
-    p.add_argument("--train-examples", type=int, default=800)
+    p.add_argument("--train-examples", type=int, default=1600)
     p.add_argument("--valid-examples", type=int, default=200)
     p.add_argument("--vocab", type=int, default=1000, help="sentencepiece pieces")
     p.add_argument("--seed", type=int, default=1, help="seed of the data")
@@ -165,6 +165,9 @@ def main(argv=None) -> int:
     started = time.time()
     data = build(a)
     longest = max(s["tokens"]["max"] for s in json.loads((data / "stats.json").read_text())["splits"].values())
+    if longest > a.long:  # a later chunk starts its supports right after the candidates: needles there are local
+        raise SystemExit(f"the longest input has {longest} tokens, more than --long {a.long}: raise --long or "
+                         "lower --doc-words (the needles must stay beyond the candidates' windows)")
     results = {}
     for row in a.rows:
         results[row] = {}

@@ -31,8 +31,8 @@ def test_answer_is_the_only_candidate_named_in_the_supports(pools):
 
 def test_tiny_run_writes_the_table_with_every_row(tmp_path):
     argv = ["--out", str(tmp_path), "--seeds", "1", "--updates", "2", "--batch-size", "4", "--dim", "32",
-            "--heads", "2", "--train-examples", "16", "--valid-examples", "8", "--doc-words", "60", "--vocab", "400",
-            "--long", "128"]
+            "--heads", "2", "--train-examples", "16", "--valid-examples", "8", "--doc-words", "40", "--needles", "1",
+            "--vocab", "400", "--long", "384"]
     assert experiment.main(argv) == 0
     table = json.loads((tmp_path / "table.json").read_text())["table"]
     assert list(table) == list(experiment.ROWS)
