@@ -5,6 +5,10 @@ the layout of Hugging Face's ``LongformerForQuestionAnswering.qa_outputs``. The 
 ``model.span_heads`` (a ModuleDict next to RoBERTa's ``classification_heads``, which must have
 ``dense``/``out_proj`` layers for RoBERTa's checkpoint upgrade) and are called through
 ``model(src_tokens, span_head_name=...)``.
+
+``LongformerCandidateHead``: multiple choice (WikiHop), one Linear (C -> 1) per token; the task
+reads its logit at each candidate's ``[ent]`` token. It lives in ``model.span_heads`` too (a
+per-token head like the span head, so the same forward and checkpoint upgrade serve it).
 """
 import logging
 from typing import MutableMapping
@@ -23,6 +27,17 @@ class LongformerSpanHead(nn.Module):
 
     def forward(self, features: Tensor) -> Tensor:
         return self.qa_outputs(features)
+
+
+class LongformerCandidateHead(nn.Module):
+    """features (B, N, C) -> logits (B, N): one score per token, read at the candidates' [ent]."""
+
+    def __init__(self, embed_dim: int):
+        super().__init__()
+        self.candidate_score = nn.Linear(embed_dim, 1)
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.candidate_score(features).squeeze(-1)
 
 
 def upgrade_span_heads(span_heads: nn.ModuleDict, state_dict: MutableMapping[str, Tensor], prefix: str) -> None:

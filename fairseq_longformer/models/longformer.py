@@ -22,6 +22,7 @@ from ..modules.self_attention import LongformerSelfAttention
 from .freezing import apply_from_args as apply_freezing_from_args
 from .global_sharing import share_global_projections
 from .heads import LongformerSpanHead, upgrade_span_heads
+from .vocabulary import grow_token_rows
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ class LongformerModel(RobertaModel):
         """A RoBERTa state dict has no global projections: start them as copies of Q, K, V."""
         super().upgrade_state_dict_named(state_dict, name)
         upgrade_span_heads(self.span_heads, state_dict, name + "." if name else "")
+        grow_token_rows(self.state_dict(), state_dict, name + "." if name else "")  # a task added symbols
         if bool(safe_getattr(self.args, "attention_causal", False)):
             return  # a causal model has no global projections
         prefix = name + "." if name else ""

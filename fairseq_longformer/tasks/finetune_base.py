@@ -1,5 +1,7 @@
-"""What the fine-tuning tasks (``longformer_classification``, ``longformer_qa``) share: the
-flags ``--global-attention {task,none}``, ``--max-positions`` and ``--pad-to-multiple``, the
+"""What the fine-tuning tasks (``longformer_classification``, ``longformer_qa``,
+``longformer_wikihop``) share: the flags ``--global-attention {task,none}``, ``--global-classes``
+(which token classes of ``token_classes`` attend globally), ``--max-positions`` and
+``--pad-to-multiple``, the
 check that examples fit the model, and the batch layout: tokens and the global-attention mask
 padded together (to the next multiple of ``--pad-to-multiple``) and carried in ``net_input``,
 whence ``model(**net_input)`` hands the mask to the encoder and every layer. Rows of a batch may
@@ -16,6 +18,8 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask
 from omegaconf import II, MISSING
 
+from .token_classes import global_flags, parse_global_classes
+
 GLOBAL_ATTENTION_CHOICES = ChoiceEnum(["task", "none"])
 
 
@@ -25,8 +29,12 @@ class LongformerFinetuneConfig(FairseqDataclass):
     max_positions: int = field(default=4096, metadata={"help": "tokens per model input, specials included; "
                                                                    "at most the model's positions"})
     global_attention: GLOBAL_ATTENTION_CHOICES = field(
-        default="task", metadata={"help": "task: the task's global tokens (classification <s>, QA the question); "
-                                          "none: local attention only"})
+        default="task", metadata={"help": "task: the token classes of --global-classes attend globally; "
+                                          "none: local attention only (whatever --global-classes says)"})
+    global_classes: str = field(
+        default="", metadata={"help": "comma-separated token classes with global attention: cls (<s>), question, "
+                                      "candidate, title, sentence; empty: the task's default (classification cls, "
+                                      "QA cls,question, WikiHop question,candidate)"})
     pad_to_multiple: int = field(default=1, metadata={"help": "pad each batch to the next multiple of this "
                                                                "(the attention window keeps it on the chunk grid)"})
     seed: int = II("common.seed")
@@ -46,11 +54,15 @@ class LongformerFinetuneTask(FairseqTask):
     """The fine-tuning tasks' common part: one token dictionary (with RoBERTa's ``<mask>`` row, so
     a pretrained embedding fits), the positions check, and the task's head (``add_head``)."""
 
+    DEFAULT_GLOBAL_CLASSES = "cls"
+
     def __init__(self, cfg, dictionary: Dictionary):
         super().__init__(cfg)
         self.dictionary = dictionary
         if cfg.pad_to_multiple < 1:
             raise ValueError(f"--pad-to-multiple must be >= 1, got {cfg.pad_to_multiple}")
+        classes = parse_global_classes(cfg.global_classes, self.DEFAULT_GLOBAL_CLASSES)
+        self.global_classes = classes if cfg.global_attention == "task" else frozenset()
 
     @staticmethod
     def load_token_dictionary(path: str) -> Dictionary:
@@ -142,11 +154,12 @@ class ExampleDataset(FairseqDataset):
         return np.argsort(self._sizes, kind="mergesort")
 
 
-def first_tokens_global(length: int, count: int) -> torch.Tensor:
-    """(length,) bool, True on the first ``count`` positions."""
-    flags = torch.zeros(length, dtype=torch.bool)
-    flags[:count] = True
-    return flags
+def global_masks(token_classes: Sequence[torch.Tensor], enabled) -> Optional[list]:
+    """Per-row (N,) bool masks of the tokens whose class is ``enabled``; None (no mask at all, the
+    encoder's local-only path) when no class is enabled."""
+    if not enabled:
+        return None
+    return [global_flags(classes, enabled) for classes in token_classes]
 
 
 def load_split(path: str, dictionary):

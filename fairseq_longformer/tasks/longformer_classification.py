@@ -1,8 +1,9 @@
 """Task ``longformer_classification``: long-document classification (the paper's IMDB and
 Hyperpartisan setting).
 
-Input ``<s> document </s>``, the document truncated to ``--max-positions`` - 2 tokens; global
-attention on ``<s>`` (``--global-attention task``, the paper's choice) or none; RoBERTa's
+Input ``<s> document </s>``, the document truncated to ``--max-positions`` - 2 tokens; ``<s>`` is
+of token class ``cls``, the rest of none; global attention on ``<s>`` by default (the paper's
+choice; ``--global-classes``) or none (``--global-attention none``); RoBERTa's
 classification head on the ``<s>`` features. Data: ``longformer-prepare-task classification``
 (fairseq ``sentence_prediction``'s layout: ``input0/`` tokens, ``label/`` labels).
 """
@@ -15,8 +16,9 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.tasks import register_task
 
+from .token_classes import CLS
 from .finetune_base import (
-    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, first_tokens_global, load_split,
+    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
 )
 
 logger = logging.getLogger(__name__)
@@ -32,22 +34,24 @@ class ClassificationDataset(ExampleDataset):
     """Items ``<s> tokens </s>`` (truncated to ``max_positions``) and their label index."""
 
     def __init__(self, tokens, labels: np.ndarray, dictionary: Dictionary, max_positions: int,
-                 global_attention: bool, multiple: int, shuffle: bool, seed: int):
+                 global_classes, multiple: int, shuffle: bool, seed: int):
         # stored items end with </s>: <s> + body + </s> is the stored size + 1
         super().__init__(np.minimum(tokens.sizes + 1, max_positions), shuffle, seed)
         self.tokens, self.labels, self.dictionary = tokens, labels, dictionary
-        self.max_positions, self.global_attention, self.multiple = max_positions, global_attention, multiple
+        self.max_positions, self.global_classes, self.multiple = max_positions, global_classes, multiple
 
     def __getitem__(self, index):
         body = self.tokens[index][:-1][: self.max_positions - 2]
         source = torch.cat([body.new_tensor([self.dictionary.bos()]), body, body.new_tensor([self.dictionary.eos()])])
-        return {"id": index, "source": source, "target": int(self.labels[index])}
+        classes = torch.zeros(len(source), dtype=torch.long)
+        classes[0] = CLS
+        return {"id": index, "source": source, "classes": classes, "target": int(self.labels[index])}
 
     def collater(self, samples):
         if not samples:
             return {}
         sources = [s["source"] for s in samples]
-        masks = [first_tokens_global(len(s), 1) for s in sources] if self.global_attention else None
+        masks = global_masks([s["classes"] for s in samples], self.global_classes)
         return {
             "id": torch.tensor([s["id"] for s in samples]),
             "net_input": collate_inputs(sources, masks, self.dictionary.pad(), self.multiple),
@@ -90,7 +94,7 @@ class LongformerClassificationTask(LongformerFinetuneTask):
         if len(labels) != len(tokens) or labels.min(initial=0) < 0:
             raise ValueError(f"{split}: {len(tokens)} documents but {len(labels)} labels (or a special label)")
         self.datasets[split] = ClassificationDataset(
-            tokens, labels, self.dictionary, self.cfg.max_positions, self.cfg.global_attention == "task",
+            tokens, labels, self.dictionary, self.cfg.max_positions, self.global_classes,
             self.cfg.pad_to_multiple, shuffle=split == "train", seed=self.cfg.seed)
         logger.info(f"{split}: {len(labels)} documents")
         return self.datasets[split]

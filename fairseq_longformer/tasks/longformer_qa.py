@@ -1,9 +1,10 @@
 """Task ``longformer_qa``: extractive question answering over long contexts (the paper's
 TriviaQA setting).
 
-Input ``<s> question </s></s> context </s>``; global attention on ``<s>`` and the question tokens
-(``--global-attention task``: every position before the first ``</s>``, which is also what
-transformers' ``LongformerForQuestionAnswering`` uses when given no mask) or none. A context
+Input ``<s> question </s></s> context </s>``, ``<s>`` of token class ``cls``, the question's tokens
+of class ``question``; global attention on both by default (``--global-classes cls,question``:
+every position before the first ``</s>``, which is also what transformers'
+``LongformerForQuestionAnswering`` uses when given no mask) or none (``--global-attention none``). A context
 longer than the model is split into overlapping windows: each window holds the question and
 ``--max-positions`` - (question + 4) context tokens, consecutive windows start ``--doc-stride``
 context tokens apart (at most a window's context length: no token is skipped). One dataset item
@@ -28,8 +29,9 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.tasks import register_task
 
+from .token_classes import CLS, QUESTION
 from .finetune_base import (
-    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, first_tokens_global, load_split,
+    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
 )
 
 logger = logging.getLogger(__name__)
@@ -70,9 +72,18 @@ def window_starts(context_len: int, window: int, stride: int) -> List[int]:
     return starts
 
 
+def question_classes(length: int, question_len: int) -> torch.Tensor:
+    """(length,) token classes of ``<s> question </s></s> context </s>``: cls, question, then none."""
+    classes = torch.zeros(length, dtype=torch.long)
+    classes[0] = CLS
+    classes[1:1 + question_len] = QUESTION
+    return classes
+
+
 class QADataset(ExampleDataset):
     def __init__(self, questions, contexts, records: List[dict], dictionary: Dictionary, cfg: LongformerQAConfig,
-                 shuffle: bool, groups: List[List[int]]):
+                 shuffle: bool, groups: List[List[int]], global_classes=frozenset()):
+        self.global_classes = global_classes
         self.questions, self.contexts, self.records, self.dictionary = questions, contexts, records, dictionary
         self.cfg, self.groups = cfg, groups
         q_lens = np.minimum(questions.sizes, cfg.max_question_tokens)
@@ -113,17 +124,17 @@ class QADataset(ExampleDataset):
     def collater(self, samples):
         if not samples:
             return {}
-        sources, globals_, example, prefix, offset, length, records = [], [], [], [], [], [], []
+        sources, classes, example, prefix, offset, length, records = [], [], [], [], [], [], []
         for b, s in enumerate(samples):
             for w, off, record in zip(s["windows"], s["offsets"], s["records"]):
                 sources.append(w)
-                globals_.append(first_tokens_global(len(w), 1 + s["question_len"]))  # <s> + question
+                classes.append(question_classes(len(w), s["question_len"]))
                 example.append(b)
                 prefix.append(s["prefix"])
                 offset.append(off)
                 length.append(len(w) - s["prefix"] - 1)
                 records.append(record)
-        net_input = collate_inputs(sources, globals_ if self.cfg.global_attention == "task" else None,
+        net_input = collate_inputs(sources, global_masks(classes, self.global_classes),
                                    self.dictionary.pad(), self.cfg.pad_to_multiple)
         shape = net_input["src_tokens"].shape
         start_gold, end_gold = torch.zeros(shape, dtype=torch.bool), torch.zeros(shape, dtype=torch.bool)
@@ -154,6 +165,7 @@ class QADataset(ExampleDataset):
 @register_task("longformer_qa", dataclass=LongformerQAConfig)
 class LongformerQATask(LongformerFinetuneTask):
     cfg: LongformerQAConfig
+    DEFAULT_GLOBAL_CLASSES = "cls,question"
 
     def __init__(self, cfg, dictionary: Dictionary):
         super().__init__(cfg, dictionary)
@@ -176,7 +188,7 @@ class LongformerQATask(LongformerFinetuneTask):
         training = split == "train"
         groups = [[i] for i in range(len(records))] if training else group_by_question(records)
         self.datasets[split] = QADataset(questions, contexts, records, self.dictionary, self.cfg,
-                                         shuffle=training, groups=groups)
+                                         shuffle=training, groups=groups, global_classes=self.global_classes)
         logger.info(f"{split}: {len(records)} examples" + ("" if len(groups) == len(records) else
                                                             f" of {len(groups)} questions, scored per question"))
         return self.datasets[split]

@@ -7,6 +7,7 @@ pretrained model's dictionary (output layouts: docs/finetuning.md and the writer
   hyperpartisan  --articles articles-...xml --labels ground-truth-...xml [--split-seed 1]
   triviaqa       --train qa/wikipedia-train.json --valid qa/wikipedia-dev.json --evidence evidence/wikipedia
   arxiv          --train train.txt --valid val.txt [--test test.txt]   (PubMed: the same format)
+  wikihop        --train wikihop/train.json --valid wikihop/dev.json      (qangaroo v1.1)
 
 The output is built in a temporary folder and renamed into place at the end
 (``atomic.staged_folder``: a failed or killed run leaves nothing under the final name). Bad
@@ -23,13 +24,13 @@ import sys
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 from ..tokenizer import TokenizerSpec, train_sentencepiece
-from . import arxiv, hyperpartisan, imdb, jsonl, triviaqa
-from .examples import QA, BadExample, Classification, Summary, texts_of
+from . import arxiv, hyperpartisan, imdb, jsonl, triviaqa, wikihop
+from .examples import QA, BadExample, Classification, MultipleChoice, Summary, texts_of
 from .writers import render_markdown, report, write_splits
 
 SPM_NAME = "spm.model"
 SHAPES = {"classification": Classification, "qa": QA, "imdb": Classification, "hyperpartisan": Classification,
-          "triviaqa": QA, "arxiv": Summary}
+          "triviaqa": QA, "arxiv": Summary, "wikihop": MultipleChoice}
 
 
 def _tokenizer_options() -> argparse.ArgumentParser:
@@ -52,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="longformer-prepare-task", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    for kind, what in (("classification", "JSON lines"), ("qa", "JSON lines"), ("arxiv", "JSON lines (arXiv/PubMed)")):
+    for kind, what in (("classification", "JSON lines"), ("qa", "JSON lines"), ("arxiv", "JSON lines (arXiv/PubMed)"),
+                       ("wikihop", "qangaroo WikiHop JSON")):
         k = kinds.add_parser(kind, parents=[common], help=f"{kind}: {what}")
         k.add_argument("--train", required=True, metavar="FILE", help=f"training {what}")
         k.add_argument("--valid", required=True, metavar="FILE", help=f"validation {what}")
@@ -136,6 +138,8 @@ def splits_of(a: argparse.Namespace) -> Dict[str, Tuple[str, Callable[[], Iterat
         return {s: (p, lambda p=p: imdb.read(p)) for s, p in named.items() if p is not None}
     if a.kind == "arxiv":
         return {s: (p, lambda p=p: arxiv.read(p)) for s, p in named.items() if p is not None}
+    if a.kind == "wikihop":
+        return {s: (p, lambda p=p: wikihop.read(p)) for s, p in named.items() if p is not None}
     if a.kind == "triviaqa":
         return {s: (p, lambda p=p, s=s: triviaqa.read(p, a.evidence, s == "train", a.max_train_context_tokens))
                 for s, p in named.items() if p is not None}

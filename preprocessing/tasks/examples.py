@@ -1,4 +1,4 @@
-"""The three shapes of fine-tuning example every reader yields, and the bad-record signal.
+"""The four shapes of fine-tuning example every reader yields, and the bad-record signal.
 
 A reader is a generator over one split that yields examples or ``BadExample`` instances (a bad
 record is data: counted under its reason, reported one line per reason, never fatal unless the
@@ -50,6 +50,18 @@ class Summary:
     target: str
 
 
+@dataclass
+class MultipleChoice:
+    """A question, its answer candidates (``answer`` indexes the right one) and the supporting
+    documents to read (WikiHop)."""
+
+    question: str
+    candidates: List[str]
+    supports: List[str]
+    answer: int
+    key: dict = field(default_factory=dict)
+
+
 def check_label(label: str) -> str:
     """A label is one dictionary word: whitespace inside it would corrupt ``label/dict.txt``."""
     if any(ch.isspace() for ch in label):
@@ -63,4 +75,6 @@ def texts_of(example) -> List[str]:
         return [example.text]
     if isinstance(example, QA):
         return [example.question, example.context]
+    if isinstance(example, MultipleChoice):
+        return [example.question, *example.candidates, *example.supports]
     return [example.source, example.target]

@@ -10,6 +10,12 @@ Layouts (``--destdir``):
   Summary         {split}.src-tgt.{src,tgt}.bin/.idx + dict.{src,tgt}.txt (one dictionary): fairseq
                   ``translation``'s layout with --source-lang src --target-lang tgt, items ending
                   in </s>, sources cut to --max-source-tokens, targets to --max-target-tokens
+  MultipleChoice  {split}.question.bin/.idx (one item per example), {split}.candidates.bin/.idx
+                  (one item per candidate, the examples' candidates in order), {split}.supports.bin
+                  /.idx (one item per example: each support followed by </s>), dict.txt (the
+                  tokenizer's: task ``longformer_wikihop`` adds [q] [/q] [ent] [/ent] after
+                  ``<mask>``) and {split}.choices.jsonl: per example its id, candidate count and
+                  the answer's index
   all             stats.json / stats.md: examples, the paper's Table 7 statistics (mean and 95th
                   percentile wordpieces of the whole model input, before any cut: ``tokens``),
                   the same of what was written (``tokens_written``: TriviaQA's training pages and
@@ -27,7 +33,7 @@ import numpy as np
 
 from ..tokenizer import EOS, NUM_SPECIALS, write_dict
 from .answer_spans import words_of
-from .examples import QA, BadExample, Classification, Summary
+from .examples import QA, BadExample, Classification, MultipleChoice, Summary
 
 
 def percentiles(lengths: Sequence[int]) -> dict:
@@ -202,7 +208,43 @@ class SummaryWriter(SplitWriter):
         self.write_dictionary(self.folder, ("dict.src.txt", "dict.tgt.txt"))
 
 
-WRITERS = {Classification: ClassificationWriter, QA: QAWriter, Summary: SummaryWriter}
+class MultipleChoiceWriter(SplitWriter):
+    side = None
+
+    def start_split(self, split: str) -> None:
+        self.side = open(self.path(f"{split}.choices.jsonl"), "w", encoding="utf-8")
+
+    def end_split(self, split: str) -> None:
+        self.side.close()
+
+    def write(self, split: str, example: MultipleChoice) -> int:
+        encode = self.tokenizer.encode_lines
+        question = encode([example.question])[0]
+        candidates = encode(example.candidates)
+        supports = [np.append(tokens, EOS) for tokens in encode(example.supports) if len(tokens)]
+        if len(question) == 0:
+            raise BadExample("question without tokens")
+        if any(len(c) == 0 for c in candidates):
+            raise BadExample("candidate without tokens")
+        if not supports:
+            raise BadExample("empty supports")
+        supports = np.concatenate(supports)
+        self.builders.add(self.path(f"{split}.question"), question)
+        for tokens in candidates:
+            self.builders.add(self.path(f"{split}.candidates"), tokens)
+        self.builders.add(self.path(f"{split}.supports"), supports)
+        self.side.write(json.dumps({**example.key, "candidates": len(candidates), "answer": example.answer}) + "\n")
+        self.count(split, question, supports, *candidates)
+        whole = 4 + len(question) + sum(len(c) + 2 for c in candidates) + len(supports)
+        return whole, whole
+
+    def finish(self, stats: dict) -> None:
+        self.builders.finalize()
+        self.write_dictionary(self.folder)
+
+
+WRITERS = {Classification: ClassificationWriter, QA: QAWriter, Summary: SummaryWriter,
+           MultipleChoice: MultipleChoiceWriter}
 
 
 def write_splits(folder: str, tokenizer, options, shape: type,

@@ -1,6 +1,7 @@
 """The global-attention mask travels from the task's batches (fairseq's data path) to every
 layer; a global token reaches tokens far outside the receptive field of the windows, and
 ``--global-attention none`` does not; padded batches equal their rows run alone."""
+import pytest
 import torch
 
 from tests.support.finetune_data import LAYERS, WINDOW
@@ -97,3 +98,20 @@ def test_classification_puts_global_attention_on_s_only(classification_data):
     assert net_input["src_tokens"][:, 0].eq(task.source_dictionary.bos()).all()
     task_none, _, _ = task_and_model(classification_data, "longformer_classification", "--global-attention", "none")
     assert "global_attention_mask" not in batch(task_none, "valid", [0, 1])["net_input"]
+
+
+def test_global_classes_choose_the_pattern_and_none_overrides_them(qa_data):
+    task, _, _ = task_and_model(qa_data, "longformer_qa", "--global-classes", "question")
+    sample = batch(task, "valid", [0, 1])
+    mask = sample["net_input"]["global_attention_mask"]
+    for row, example in enumerate(sample["window_example"].tolist()):  # the question without <s>
+        q_len = len(task.datasets["valid"].questions[example])
+        assert mask[row].nonzero().flatten().tolist() == list(range(1, 1 + q_len))
+    task_none, _, _ = task_and_model(qa_data, "longformer_qa", "--global-classes", "question",
+                                     "--global-attention", "none")
+    assert "global_attention_mask" not in batch(task_none, "valid", [0])["net_input"]
+
+
+def test_unknown_global_class_is_refused_by_name(classification_data):
+    with pytest.raises(ValueError, match="unknown token class 'questoin'"):
+        task_and_model(classification_data, "longformer_classification", "--global-classes", "cls,questoin")

@@ -1,0 +1,5 @@
+import sys
+
+from longformer_experiments.wikihop_small.main import main
+
+sys.exit(main())
