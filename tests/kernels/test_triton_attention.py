@@ -24,6 +24,8 @@ from typing import Optional
 import pytest
 import torch
 
+from tests.conftest import ACCELERATOR
+
 from kernel_helpers import (DEVICE, FLOOR, HEAD_DIM, Case, case_masks, device_masks, forward_backward,
                             random_inputs)
 from longformer_kernels.dropout import AttentionDropout, keep_mask, keep_matrix, mix32
@@ -159,12 +161,11 @@ GRID = [pytest.param(case, dropout, id=case.name + ("-dropout" if dropout else "
         if dropout is not None or case.length < 1025]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
+# the dtypes Triton runs in here: bf16 only on CUDA (the interpreter computes bf16 on the raw bits;
+# on a CPU the PyTorch path is checked in bf16 instead, test_band_bias.py / test_production_configuration.py)
+@pytest.mark.parametrize("dtype", ACCELERATOR.triton_dtypes, ids=lambda d: str(d).split(".")[-1])
 @pytest.mark.parametrize("case, dropout", GRID)
-def test_matches_reference(case: Case, dropout: Optional[AttentionDropout], dtype: torch.dtype, accelerator):
-    if dtype not in accelerator.triton_dtypes:
-        pytest.skip("Triton's interpreter computes bf16 on the raw bits (wrong): bf16 runs on CUDA only; "
-                    "on a CPU the PyTorch path is checked in bf16 (test_production_configuration.py)")
+def test_matches_reference(case: Case, dropout: Optional[AttentionDropout], dtype: torch.dtype):
     _check_against_reference(case, dtype, dropout)
 
 

@@ -17,6 +17,8 @@ from typing import Optional
 import pytest
 import torch
 
+from tests.conftest import ACCELERATOR
+
 from kernel_helpers import DEVICE, FLOOR, Case, case_masks, device_masks, forward_backward, random_inputs
 from longformer_kernels.dropout import AttentionDropout, keep_matrix
 from longformer_kernels.pattern import AttentionMasks, AttentionPattern, band_bias_width, default_scale
@@ -123,12 +125,11 @@ def _check(case: Case, dtype: torch.dtype, dropout: Optional[AttentionDropout]):
           + " ".join(f"{n}={e:.2g}" for n, e in errors.items()))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
+# the dtypes Triton runs in here: bf16 only on CUDA (the interpreter computes bf16 on the raw bits;
+# on a CPU the PyTorch path is checked in bf16 instead, test_band_bias.py / test_production_configuration.py)
+@pytest.mark.parametrize("dtype", ACCELERATOR.triton_dtypes, ids=lambda d: str(d).split(".")[-1])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_band_bias_matches_reference(case: Case, dtype: torch.dtype, accelerator):
-    if dtype not in accelerator.triton_dtypes:
-        pytest.skip("Triton's interpreter computes bf16 on the raw bits (wrong): bf16 runs on CUDA only; "
-                    "on a CPU the PyTorch path is checked in bf16 (tests/kernels/test_band_bias.py)")
+def test_band_bias_matches_reference(case: Case, dtype: torch.dtype):
     _check(case, dtype, None)
 
 

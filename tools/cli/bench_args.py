@@ -101,14 +101,14 @@ def load_report(path: str, impls) -> dict:
         with open(path) as handle:
             report = json.load(handle)
     except (OSError, ValueError) as error:
-        raise ValueError(f"--replot {path}: cannot read it as JSON ({error}); pass a report this "
-                         "command wrote") from None
+        raise ValueError(f"--replot {path}: cannot read it as JSON ({error}); give the .json of an earlier run of this "
+                         "command") from None
     if not isinstance(report, dict) or not isinstance(report.get("settings"), dict) or not report.get("results"):
-        raise ValueError(f"--replot {path}: no 'settings' and 'results' in it; pass a report this command wrote")
+        raise ValueError(f"--replot {path}: no 'settings' and 'results' in it; give the .json of an earlier run of this command")
     foreign = sorted({str(row.get("impl")) for row in report["results"]} - set(impls))
     if foreign:
         raise ValueError(f"--replot {path}: rows of {', '.join(foreign)}, not of this command's "
-                         f"{', '.join(impls)}; pass a report this command wrote")
+                         f"{', '.join(impls)}; give the .json of an earlier run of this command")
     return report
 
 

@@ -9,9 +9,9 @@ import re
 import pytest
 import torch
 
-from tests.finetune.conftest import TINY_FINETUNE_ARGS, prepare
-from tests.finetune.finetune_helpers import batch, task_and_model
-from tests.training.training_helpers import FAIRSEQ_TRAIN, run_logged, train_inner
+from tests.support.finetune_data import TINY_FINETUNE_ARGS, prepare
+from tests.support.finetune_models import batch, task_and_model
+from tests.support.training import FAIRSEQ_TRAIN, run_logged, train_inner
 
 from fairseq_longformer.criterions.longformer_wikihop import candidate_logits
 from fairseq_longformer.tasks.token_classes import CANDIDATE, CLS, QUESTION
