@@ -17,6 +17,8 @@ empty.
 from __future__ import annotations
 
 import argparse
+import collections
+import itertools
 import json
 import os
 import shutil
@@ -156,13 +158,24 @@ def make_tokenizer(a, tmp: str, splits) -> TokenizerSpec:
         shutil.copyfile(a.sentencepiece_model, model)
         return TokenizerSpec("sentencepiece", spm_model=model, srcdict=a.srcdict)
 
+    bad = collections.Counter()
+
     def sentences():
         for example in splits["train"][1]():
-            if not isinstance(example, BadExample):
-                for text in texts_of(example):
-                    yield from (line for line in text.splitlines() if line.strip())
+            if isinstance(example, BadExample):
+                bad[example.reason] += 1
+                continue
+            for text in texts_of(example):
+                yield from (line for line in text.splitlines() if line.strip())
 
-    train_sentencepiece(sentences(), model, a.train_sentencepiece, a.seed)
+    # sentencepiece fails with its own traceback on no input: say which file had nothing usable
+    text = sentences()
+    first = next(text, None)
+    if first is None:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in bad.most_common()) or "no records"
+        raise ValueError(f"{splits['train'][0]}: no usable training example to train the sentencepiece model on "
+                         f"({reasons}); give the {a.kind} data in its published format")
+    train_sentencepiece(itertools.chain([first], text), model, a.train_sentencepiece, a.seed)
     return TokenizerSpec("sentencepiece", spm_model=model)
 
 

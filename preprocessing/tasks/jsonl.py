@@ -2,7 +2,7 @@
   classification  {"text": str, "label": str}   (a label is one word: no whitespace)
   qa              {"question": str, "context": str, "answers": [{"text": str, "start": int}]}
                   (``start``: character offset into ``context``, the SQuAD convention)
-Bad lines: broken JSON, missing or mistyped fields, empty text, a label with whitespace, an
+Bad lines: not UTF-8, broken JSON, missing or mistyped fields, empty text, a label with whitespace, an
 answer not at its offset.
 """
 from __future__ import annotations
@@ -23,7 +23,10 @@ def read_jsonl(path: str) -> Iterator[Union[dict, BadExample]]:
                 continue
             try:
                 obj = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
+            except UnicodeDecodeError:
+                yield BadExample("not UTF-8")
+                continue
+            except ValueError:
                 yield BadExample("broken JSON")
                 continue
             yield {**obj, "__line__": number} if isinstance(obj, dict) else BadExample("broken JSON")

@@ -41,7 +41,6 @@ class Case:
     argv: Callable[[Path], List[str]]  # given the world folder
     names: str  # what the last stderr line must name (a path, relative to the world, or a flag)
     fix: str  # and the fix it must give
-    other_branch: str = ""  # the branch that fixes it, for a case in a file this branch may not edit (xfail until merged)
 
 
 def _world_files(world: Path, stock: Path, classification: Path) -> None:
@@ -107,9 +106,10 @@ def tiny_train(*extra: str) -> List[str]:
 
 
 TRUST = "--trust-checkpoint"
-CONVERSION = "the conversion branch (export-hf/import-hf input checks)"
-TASK_DATA = "the task_data branch (preprocessing/task_data.py)"
 CASES = [
+    Case("longformer-user-dir", "unexpected argument", lambda w: ["extra"], "extra", "no arguments"),
+    Case("longformer-gpu-check", "bad --lengths", lambda w: ["gpuout", "--lengths", "4096,abc"], "4096,abc",
+         "positive integers"),
     Case("longformer-convert-roberta", "malicious pickle", lambda w: ["--source", "evil", "--output", "out"], "evil/model.pt", TRUST),
     Case("longformer-convert-roberta", "missing", lambda w: ["--source", "nowhere", "--output", "out"], "nowhere", "no such file"),
     Case("longformer-convert-roberta", "empty", lambda w: ["--source", "empty", "--output", "out"], "empty/model.pt", "not a fairseq"),
@@ -118,12 +118,12 @@ CASES = [
     Case("longformer-convert-bart", "malicious pickle", lambda w: ["--source", "evil", "--output", "out"], "evil/model.pt", TRUST),
     Case("longformer-export-hf", "malicious pickle", lambda w: ["evil/model.pt", "out"], "evil/model.pt", TRUST),
     Case("longformer-export-hf", "destination = source", lambda w: ["ckdir/model.pt", "ckdir", "--overwrite"], "ckdir", "another output folder"),
-    Case("longformer-export-hf", "empty", lambda w: ["empty/model.pt", "out"], "empty/model.pt", "checkpoint", other_branch=CONVERSION),
-    Case("longformer-export-hf", "wrong kind (text)", lambda w: ["text/model.pt", "out"], "text/model.pt", "checkpoint", other_branch=CONVERSION),
-    Case("longformer-export-hf", "not a dict", lambda w: ["not_a_dict.pt", "out"], "not_a_dict.pt", "checkpoint", other_branch=CONVERSION),
+    Case("longformer-export-hf", "empty", lambda w: ["empty/model.pt", "out"], "empty/model.pt", "checkpoint"),
+    Case("longformer-export-hf", "wrong kind (text)", lambda w: ["text/model.pt", "out"], "text/model.pt", "checkpoint"),
+    Case("longformer-export-hf", "not a dict", lambda w: ["not_a_dict.pt", "out"], "not_a_dict.pt", "checkpoint"),
     Case("longformer-import-hf", "destination = source", lambda w: ["hf", "hf", "--overwrite"], "hf", "another output folder"),
     Case("longformer-import-hf", "missing", lambda w: ["nowhere", "out"], "nowhere", "Hugging Face model folder"),
-    Case("longformer-import-hf", "config without num_hidden_layers", lambda w: ["hf_no_layers", "out"], "hf_no_layers", "num_hidden_layers", other_branch=CONVERSION),
+    Case("longformer-import-hf", "a config.json and no weights", lambda w: ["hf_no_layers", "out"], "hf_no_layers", "model.safetensors"),
     Case("longformer-preprocess-chars", "fake .zip", lambda w: ["fake.zip", "--format", "bytes", "--destdir", "out"], "fake.zip", "pass the uncompressed file"),
     Case("longformer-preprocess-chars", "fake .gz", lambda w: ["fake.gz", "--format", "bytes", "--destdir", "out"], "fake.gz", "pass the uncompressed file"),
     Case("longformer-preprocess-chars", "non-UTF-8", lambda w: ["latin1.txt", "--format", "chars", "--destdir", "out"], "latin1.txt", "--format bytes"),
@@ -134,8 +134,8 @@ CASES = [
     Case("longformer-preprocess", "destination inside the input", lambda w: ["--books", "books", "--train-sentencepiece", "40", "--destdir", "books/out"], "books", "apart from the inputs"),
     Case("longformer-preprocess", "missing", lambda w: ["--books", "nowhere", "--train-sentencepiece", "40", "--destdir", "out"], "nowhere", "does not exist"),
     Case("longformer-prepare-task", "missing", lambda w: ["classification", "--train", "nowhere.jsonl", "--valid", "nowhere.jsonl", "--train-sentencepiece", "40", "--destdir", "out"], "nowhere.jsonl", "nowhere.jsonl"),
-    Case("longformer-prepare-task", "huge line, not JSON", lambda w: ["classification", "--train", "huge_line.txt", "--valid", "huge_line.txt", "--train-sentencepiece", "40", "--destdir", "out"], "huge_line.txt", "JSON", other_branch=TASK_DATA),
-    Case("longformer-prepare-task", "non-UTF-8", lambda w: ["classification", "--train", "latin1.txt", "--valid", "latin1.txt", "--train-sentencepiece", "40", "--destdir", "out"], "latin1.txt", "UTF-8", other_branch=TASK_DATA),
+    Case("longformer-prepare-task", "huge line, not JSON", lambda w: ["classification", "--train", "huge_line.txt", "--valid", "huge_line.txt", "--train-sentencepiece", "40", "--destdir", "out"], "huge_line.txt", "JSON"),
+    Case("longformer-prepare-task", "non-UTF-8", lambda w: ["classification", "--train", "latin1.txt", "--valid", "latin1.txt", "--train-sentencepiece", "40", "--destdir", "out"], "latin1.txt", "UTF-8"),
     Case("longformer-report", "no --data", lambda w: ["--save-dir", "save"], "--data", "required"),
     Case("longformer-report", "missing --checkpoint", lambda w: ["--data", "data", "--save-dir", "save"], "checkpoint_best.pt", "--checkpoint"),
     Case("longformer-report", "wrong kind of --data", lambda w: ["--data", "books", "--save-dir", "save"], "books", "dataset"),
@@ -227,9 +227,7 @@ def test_bad_input(case: Case, world: Path, monkeypatch, request):
         changed = set(snapshot(world).items()) ^ set(before.items())
         problems.append(f"files changed: {sorted({path for path, _ in changed})[:5]}")
     outcome = f"exit {code}: {last[:150]}" if not problems else "FAIL: " + "; ".join(problems)
-    OUTCOMES.append((case.command, case.bad_input, outcome + (f" (xfail: {case.other_branch})" if problems and case.other_branch else "")))
-    if problems and case.other_branch:
-        pytest.xfail(f"left to {case.other_branch}: " + "; ".join(problems))
+    OUTCOMES.append((case.command, case.bad_input, outcome))
     assert not problems, f"{'; '.join(problems)}\n{stderr[-3000:]}"
 
 
