@@ -38,10 +38,10 @@ Everything runs in fp32 (fp64 for fp64 inputs) and is cast back to the input dty
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .band_layout import BAND_MASKED, BandDropout, BandLayout
+from .dilation_residues import from_residues, residue_global_keys, to_residues
 from .dropout import AttentionDropout, global_rows_keep
 from .pattern import (MASKED_SCORE, AttentionMasks, AttentionPattern, check_band_bias, check_inputs,
                       default_scale)
@@ -286,36 +286,6 @@ def _banded_attention(
                                 band_bias)
 
 
-def _to_residues(x: Tensor, dilation: int, fill=0.0) -> Tensor:
-    """(B, H, N, ...) -> (B, H*d, ceil(N/d), ...): subsequence r holds positions r, r+d, r+2d, ..."""
-    batch, heads, length = x.shape[:3]
-    padded = -(-length // dilation) * dilation
-    pad = [0, 0] * (x.dim() - 3) + [0, padded - length]
-    x = F.pad(x, pad, value=fill)
-    x = x.view(batch, heads, padded // dilation, dilation, *x.shape[3:]).transpose(2, 3)
-    return x.reshape(batch, heads * dilation, padded // dilation, *x.shape[4:])
-
-
-def _from_residues(x: Tensor, heads: int, dilation: int, length: int) -> Tensor:
-    """Inverse of ``_to_residues`` for (B, H*d, M, ...) tensors, cropped back to ``length``."""
-    batch, _, per_residue = x.shape[:3]
-    x = x.view(batch, heads, dilation, per_residue, *x.shape[3:]).transpose(2, 3)
-    return x.reshape(batch, heads, dilation * per_residue, *x.shape[4:])[:, :, :length]
-
-
-def _residue_global_keys(index: Tensor, heads: int, dilation: int, length: int) -> Tensor:
-    """Global positions (B, G) -> (B, H*d, G) rows of the keys of ``_to_residues`` flattened to
-    (B * H*d * M, D), M = ceil(N/d): position p of head h lives in subsequence h*d + p % d at
-    index p // d, whichever subsequence the query is in."""
-    batch = index.shape[0]
-    per_residue = -(-length // dilation)
-    sequences = heads * dilation
-    first_of_head = (torch.arange(sequences, device=index.device) // dilation * dilation)[None, :, None]
-    row_start = torch.arange(batch, device=index.device)[:, None, None] * sequences
-    index = index[:, None, :]
-    return (row_start + first_of_head + index % dilation) * per_residue + index // dilation
-
-
 def _dilated_banded_attention(q, k, v, key_valid, global_index, global_valid, window, dilation, causal, scale,
                               dropout: Optional[AttentionDropout], head_ids: Tensor,
                               band_bias: Optional[Tensor] = None):
@@ -326,24 +296,24 @@ def _dilated_banded_attention(q, k, v, key_valid, global_index, global_valid, wi
     heads, length = q.shape[1], q.shape[2]
     global_keys = None
     if global_index is not None:
-        global_keys = _residue_global_keys(global_index, heads, dilation, length)
+        global_keys = residue_global_keys(global_index, heads, dilation, length)
     band_dropout = None  # built by the band call, once it knows its layout
     if dropout is not None:
         band_dropout = lambda layout: BandDropout(dropout, layout, head_ids, dilation, global_index)  # noqa: E731
     if dilation == 1:
         return _banded_attention(q, k, v, key_valid, global_keys, global_valid, window, causal, scale,
                                  band_dropout, band_bias)
-    parts = [_to_residues(t, dilation) for t in (q, k, v)]
+    parts = [to_residues(t, dilation) for t in (q, k, v)]
     # in a residue subsequence the key (c - w) * d positions away is c - w indices away: the
     # band bias's columns mean the same there with dilation 1
-    residue_bias = None if band_bias is None else _to_residues(band_bias, dilation)
+    residue_bias = None if band_bias is None else to_residues(band_bias, dilation)
     # key_valid is (B, 1, N): its residues (B, d, M) are shared by every head, whose residue
     # subsequences are laid out head-major (head * d + r), hence the repeat.
-    valid = _to_residues(key_valid.unsqueeze(-1), dilation, fill=False).squeeze(-1)
+    valid = to_residues(key_valid.unsqueeze(-1), dilation, fill=False).squeeze(-1)
     valid = valid.repeat(1, heads, 1)
     out = _banded_attention(*parts, valid, global_keys, global_valid, window, causal, scale, band_dropout,
                             residue_bias)
-    return _from_residues(out, heads, dilation, length)
+    return from_residues(out, heads, dilation, length)
 
 
 def _gather_rows(x: Tensor, index: Tensor) -> Tensor:

@@ -30,17 +30,11 @@ from .destination import (
 )
 from .document import ReaderConfig
 from .options import SOURCES, parse_args
-from .reader_books import read_books
-from .reader_jsonl import read_jsonl
-from .reader_realnews import read_realnews
-from .reader_stories import read_stories
-from .reader_text import read_text
-from .reader_wikipedia import read_wikipedia
 from .sampling import SplitPlanner, below_fraction, content_digest, sample_by_hash, unit_hash
 from .segment import document_lines
 from .stats import BadInputReport, corpus_stats, dump_json, render_markdown
-from .textio import list_input_files
 from .tokenizer import EOS, TokenizerSpec, train_sentencepiece, write_dict
+from .inputs import READERS, collect_inputs
 from .workers import chunk_text, encode_chunk, init_worker
 
 SPM_NAME = "spm.model"
@@ -48,16 +42,6 @@ SPM_CHUNK_CHARS = 2000
 CHUNK_CHARS = 1 << 18  # text per task sent to a worker
 CHUNK_DOCS = 256
 INFLIGHT_PER_WORKER = 3
-
-READERS = {
-    "books": read_books,
-    "wikipedia": read_wikipedia,
-    "realnews": read_realnews,
-    "stories": read_stories,
-    "jsonl": read_jsonl,
-    "text": read_text,
-}
-
 
 def log(msg: str) -> None:
     from tqdm import tqdm
@@ -88,25 +72,6 @@ class Preprocessor:
         self.source_stats: Dict[str, Dict[str, int]] = collections.OrderedDict()
         self.unk_tokens = 0
         self.docs_read = 0
-
-    # ------------------------------------------------------------ inputs and signature
-
-    def collect_inputs(self) -> List[Tuple[str, str, str]]:
-        """(source, path, display name) of every input file, in a fixed order."""
-        inputs = []
-        skipped: List[str] = []
-        for source in SOURCES:
-            for root in getattr(self.args, source):
-                files = list_input_files(root, skipped)
-                if not files:
-                    inputs.append((source, root, root + " (folder without files)"))
-                for path, rel in files:
-                    name = rel if os.path.isdir(root) else path
-                    inputs.append((source, path, name))
-        if skipped:
-            shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
-            log(f"not reading {len(skipped)} documentation file(s) found in input folders: {shown}")
-        return inputs
 
     # ------------------------------------------------------------ reading and selection
 
@@ -306,7 +271,7 @@ class Preprocessor:
         created = not os.path.exists(self.destdir)
         os.makedirs(self.destdir, exist_ok=True)
         with DestLock(self.destdir) as lock:
-            inputs = self.collect_inputs()
+            inputs = collect_inputs(self.args, log)
             try:
                 given = [path for source in SOURCES for path in getattr(a, source)]  # folders as given too
                 claim_destination(self.destdir, a.overwrite, given + [path for _, path, _ in inputs])
