@@ -9,6 +9,7 @@ a plain fact about the seeds that were run: every seed lies within mean ± sprea
 seeds, at exactly its ends). It also matches what the verdicts ask: whether every seed of one
 row beats every seed of another (``beats_every_seed``), i.e. whether the rows' ranges are apart.
 """
+import json
 import math
 import os
 import re
@@ -173,3 +174,66 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
 def regenerate_note(module: str, argv: Sequence[str]) -> str:
     """The line under every result table naming the command that regenerates it."""
     return f"Regenerate: `{command_line(module, argv)}` (from the repository root)."
+
+
+# ---- the needle ablations (global attention, WikiHop in small): one command shape
+
+
+def add_needle_ablation_arguments(p, rows, *, out: Path, updates: int, dim: int, window: int, long: int,
+                                  doc_words: int, needles: int, train_examples: int, valid_examples: int,
+                                  vocab: int) -> None:
+    """The flags every needle ablation shares (rows x seeds of a small model trained from scratch on
+    KJV documents with needle sentences), with the defaults of the one calling."""
+    p.add_argument("--out", type=Path, default=out)
+    p.add_argument("--kjv", type=Path, default=KJV)
+    p.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
+    p.add_argument("--rows", default=",".join(rows), help="comma-separated rows to run: " + ", ".join(rows))
+    p.add_argument("--updates", type=int, default=updates)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--dim", type=int, default=dim)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--window", type=int, default=window, help="one-sided attention window of the long models")
+    p.add_argument("--long", type=int, default=long, help="tokens per model input (every input must fit)")
+    p.add_argument("--doc-words", type=int, default=doc_words, help="words around the needles per document, at most")
+    p.add_argument("--min-word", type=int, help="first word a needle may start at (default: the receptive "
+                                                "field, layers x window, beyond the global tokens' local reach)")
+    p.add_argument("--needles", type=int, default=needles, help="sentences naming the answer per document")
+    p.add_argument("--train-examples", type=int, default=train_examples)
+    p.add_argument("--valid-examples", type=int, default=valid_examples)
+    p.add_argument("--vocab", type=int, default=vocab, help="sentencepiece pieces")
+    p.add_argument("--seed", type=int, default=1, help="seed of the data (split and examples)")
+
+
+def check_needle_ablation_arguments(p, a, rows, receptive_field: int, reach: str) -> None:
+    """Split --seeds and --rows; --min-word defaults to ``receptive_field`` and may not be inside it
+    (``reach`` names whose reach it is, for the error)."""
+    a.seeds = [s for s in a.seeds.split(",") if s]
+    a.rows = [r.strip() for r in a.rows.split(",") if r.strip()]
+    unknown = [r for r in a.rows if r not in rows]
+    if unknown or not a.rows or not a.seeds:
+        p.error(f"--rows from {list(rows)} (got {unknown or 'none'}), --seeds not empty")
+    a.min_word = receptive_field if a.min_word is None else a.min_word
+    if a.min_word < receptive_field:
+        p.error(f"--min-word {a.min_word} is inside {reach} ({receptive_field} tokens): the ablation would not "
+                "test global attention")
+
+
+def longest_input(data: Path) -> int:
+    """The most tokens of any example longformer-prepare-task wrote into ``data`` (its stats.json)."""
+    splits = json.loads((data / "stats.json").read_text())["splits"]
+    return max(split["tokens"]["max"] for split in splits.values())
+
+
+def train_rows(a, train, label_width: int) -> Dict[str, Dict[str, dict]]:
+    """row -> seed -> ``train(a, row, seed)``'s result (with "accuracy" and "seconds"), each printed
+    as it finishes."""
+    results: Dict[str, Dict[str, dict]] = {}
+    for row in a.rows:
+        results[row] = {}
+        for seed in a.seeds:
+            result = results[row][seed] = train(a, row, int(seed))
+            print(f"{row:{label_width}s} seed {seed}: accuracy {result['accuracy']:6.2f} "
+                  f"({result['seconds']:.0f} s)", flush=True)
+    return results

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import longformer_experiments.global_ablation as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
-from longformer_experiments.runner import (KJV, REPO, beats_every_seed, last_valid, markdown_table, regenerate_note,
-                                           run, summarize)
+from longformer_experiments.runner import (REPO, add_needle_ablation_arguments, beats_every_seed,
+                                           check_needle_ablation_arguments, last_valid, longest_input, markdown_table,
+                                           regenerate_note, run, summarize, train_rows)
 
 MODULE = "longformer_experiments.global_ablation"
 ROWS = {  # name: environment for recipes/finetune.sh ({short}: --short)
@@ -124,38 +125,12 @@ def markdown(table: dict, a, chance: float, verdict: bool) -> str:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=REPO / "work" / "global_ablation")
-    p.add_argument("--kjv", type=Path, default=KJV)
-    p.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
-    p.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows to run: " + ", ".join(ROWS))
-    p.add_argument("--updates", type=int, default=200)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--window", type=int, default=32, help="one-sided attention window of the long models")
-    p.add_argument("--long", type=int, default=1024, help="tokens of the long models' input (documents must fit)")
+    add_needle_ablation_arguments(p, ROWS, out=REPO / "work" / "global_ablation", updates=200, dim=128, window=32,
+                                  long=1024, doc_words=300, needles=3, train_examples=3200, valid_examples=400,
+                                  vocab=2000)
     p.add_argument("--short", type=int, default=256, help="tokens of the RoBERTa-length input (full attention)")
-    p.add_argument("--doc-words", type=int, default=300, help="haystack words per document, at most")
-    p.add_argument("--min-word", type=int, help="first word the needle may start at "
-                                                "(default: the receptive field, layers x window)")
-    p.add_argument("--needles", type=int, default=3, help="sentences naming the label per document")
-    p.add_argument("--train-examples", type=int, default=3200)
-    p.add_argument("--valid-examples", type=int, default=400)
-    p.add_argument("--vocab", type=int, default=2000, help="sentencepiece pieces")
-    p.add_argument("--seed", type=int, default=1, help="seed of the data (split and examples)")
     a = p.parse_args(argv)
-    a.seeds = [s for s in a.seeds.split(",") if s]
-    a.rows = [r.strip() for r in a.rows.split(",") if r.strip()]
-    unknown = [r for r in a.rows if r not in ROWS]
-    if unknown or not a.rows or not a.seeds:
-        p.error(f"--rows from {list(ROWS)} (got {unknown or 'none'}), --seeds not empty")
-    if a.min_word is None:
-        a.min_word = receptive_field(a.layers, a.window)
-    if a.min_word < receptive_field(a.layers, a.window):
-        p.error(f"--min-word {a.min_word} is inside the receptive field of <s> "
-                f"({receptive_field(a.layers, a.window)} tokens): the ablation would not test global attention")
+    check_needle_ablation_arguments(p, a, ROWS, receptive_field(a.layers, a.window), "the receptive field of <s>")
     return a
 
 
@@ -165,18 +140,11 @@ def main(argv=None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     data = build(a)
-    longest = json.loads((data / "stats.json").read_text())["splits"]
-    longest = max(s["tokens"]["max"] for s in longest.values())
+    longest = longest_input(data)
     if longest > a.long:  # a cut document could lose its needle: the long models must see it all
         raise SystemExit(f"the longest document has {longest} tokens, more than --long {a.long}: "
                          "lower --doc-words or raise --long")
-    results = {}
-    for row in a.rows:
-        results[row] = {}
-        for seed in a.seeds:
-            results[row][seed] = train(a, data, row, int(seed))
-            print(f"{row:22s} seed {seed}: accuracy {results[row][seed]['accuracy']:6.2f} "
-                  f"({results[row][seed]['seconds']:.0f} s)", flush=True)
+    results = train_rows(a, lambda a, row, seed: train(a, data, row, seed), label_width=22)
     table = summarize_rows(results)
     verdict = no_global_clearly_worst(table)
     chance = 100.0 / len(NAMES)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import longformer_experiments.wikihop_small as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
-from longformer_experiments.runner import (KJV, PLUGIN, REPO, beats_every_seed, last_valid, markdown_table,
-                                           regenerate_note, run, summarize)
+from longformer_experiments.runner import (PLUGIN, REPO, add_needle_ablation_arguments, beats_every_seed,
+                                           check_needle_ablation_arguments, last_valid, longest_input, markdown_table,
+                                           regenerate_note, run, summarize, train_rows)
 
 MODULE = "longformer_experiments.wikihop_small"
 QUERY = "named_in_supports"
@@ -128,42 +129,16 @@ def verdict(table: dict) -> str:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=REPO / "work" / "wikihop_small")
-    p.add_argument("--kjv", type=Path, default=KJV)
-    p.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
-    p.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows: " + ", ".join(ROWS))
-    p.add_argument("--updates", type=int, default=400)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--window", type=int, default=16, help="one-sided attention window")
-    p.add_argument("--long", type=int, default=512, help="tokens per model input (every input must fit)")
-    p.add_argument("--doc-words", type=int, default=120, help="support words per question, at most")
-    p.add_argument("--min-word", type=int, help="first support word a needle may start at "
-                                                "(default: layers x window, beyond the candidates' reach)")
-    p.add_argument("--needles", type=int, default=2)
+    add_needle_ablation_arguments(p, ROWS, out=REPO / "work" / "wikihop_small", updates=400, dim=64, window=16,
+                                  long=512, doc_words=120, needles=2, train_examples=1600, valid_examples=200,
+                                  vocab=1000)
     p.add_argument("--candidates", type=int, default=4, help=f"candidates per question (2..{len(NAMES)})")
     p.add_argument("--shuffle", action="store_true", help="candidates in a random order (default: NAMES' order)")
-    p.add_argument("--train-examples", type=int, default=1600)
-    p.add_argument("--valid-examples", type=int, default=200)
-    p.add_argument("--vocab", type=int, default=1000, help="sentencepiece pieces")
-    p.add_argument("--seed", type=int, default=1, help="seed of the data")
     p.add_argument("--write-docs", action="store_true", help="also write docs/results/wikihop_small.md")
     a = p.parse_args(argv)
-    a.seeds = [s for s in a.seeds.split(",") if s]
-    a.rows = [r.strip() for r in a.rows.split(",") if r.strip()]
-    unknown = [r for r in a.rows if r not in ROWS]
-    if unknown or not a.rows or not a.seeds:
-        p.error(f"--rows from {list(ROWS)} (got {unknown or 'none'}), --seeds not empty")
     if not 2 <= a.candidates <= len(NAMES):
         p.error(f"--candidates must be 2..{len(NAMES)}, got {a.candidates}")
-    reach = receptive_field(a.layers, a.window)
-    a.min_word = reach if a.min_word is None else a.min_word
-    if a.min_word < reach:
-        p.error(f"--min-word {a.min_word} is inside the candidates' reach ({reach} tokens): "
-                "the ablation would not test global attention")
+    check_needle_ablation_arguments(p, a, ROWS, receptive_field(a.layers, a.window), "the candidates' reach")
     return a
 
 
@@ -173,17 +148,11 @@ def main(argv=None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     data = build(a)
-    longest = max(s["tokens"]["max"] for s in json.loads((data / "stats.json").read_text())["splits"].values())
+    longest = longest_input(data)
     if longest > a.long:  # a later chunk starts its supports right after the candidates: needles there are local
         raise SystemExit(f"the longest input has {longest} tokens, more than --long {a.long}: raise --long or "
                          "lower --doc-words (the needles must stay beyond the candidates' windows)")
-    results = {}
-    for row in a.rows:
-        results[row] = {}
-        for seed in a.seeds:
-            results[row][seed] = train(a, data, row, int(seed))
-            print(f"{row:32s} seed {seed}: accuracy {results[row][seed]['accuracy']:6.2f} "
-                  f"({results[row][seed]['seconds']:.0f} s)", flush=True)
+    results = train_rows(a, lambda a, row, seed: train(a, data, row, seed), label_width=32)
     table = {row: {"seeds": {s: r["accuracy"] for s, r in by_seed.items()},
                    **summarize([r["accuracy"] for r in by_seed.values()]),
                    "seconds": round(sum(r["seconds"] for r in by_seed.values()), 1)}

@@ -23,7 +23,7 @@ from ..bench.measure import MEMORY_HELP, Result
 from ..bench.figure1 import plot, require_matplotlib
 from ..bench.ratios import add_ratios, format_table
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
+from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report,
                          memory_limit_mb, settings, write_report)
 
 CPU_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -93,10 +93,6 @@ def parse_args(argv=None):
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if any(g < 0 for g in args.global_tokens):
         parser.error("--global-tokens must be >= 0")
-    try:
-        check_page_path(args)
-    except ValueError as error:
-        parser.error(str(error))
     return args
 
 

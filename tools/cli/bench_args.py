@@ -75,13 +75,17 @@ def check_page_path(args) -> None:
 
 
 def check_run_arguments(parser, args, min_length: int = 1) -> None:
-    """Stop with parser.error (exit status 2) on --repeats or --threads below 1, or no length or
-    one below ``min_length``."""
+    """Stop with parser.error (exit status 2) on --repeats or --threads below 1, no length or
+    one below ``min_length``, or a --markdown page aimed at the run's own JSON or PNG."""
     for name in ("repeats", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     if not args.lengths or min(args.lengths) < min_length:
         parser.error(f"--lengths must be >= {min_length}")
+    try:
+        check_page_path(args)
+    except ValueError as error:
+        parser.error(str(error))
 
 
 def memory_limit_mb(args) -> Optional[float]:

@@ -22,7 +22,7 @@ from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, f
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
+from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report,
                          memory_limit_mb, replot_model_report, write_report)
 
 
@@ -53,10 +53,6 @@ def parse_args(argv=None):
     check_run_arguments(parser, args)
     if args.check_length > args.window + 1:
         parser.error(f"--check-length {args.check_length} must be at most --window + 1 = {args.window + 1}")
-    try:
-        check_page_path(args)
-    except ValueError as error:
-        parser.error(str(error))
     return args
 
 

@@ -19,7 +19,7 @@ from ..bench.lm_step import MODELS, LMStepCase, format_rows, loss_check, ratio_r
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_page_path, check_run_arguments, load_report,
+from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report,
                          memory_limit_mb, replot_model_report, write_report)
 
 
@@ -55,10 +55,6 @@ def parse_args(argv=None):
     check_run_arguments(parser, args, min_length=2)
     if args.batch < 1:
         parser.error(f"--batch must be >= 1, got {args.batch}")
-    try:
-        check_page_path(args)
-    except ValueError as error:
-        parser.error(str(error))
     return args
 
 
