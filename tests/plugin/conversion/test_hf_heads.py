@@ -58,7 +58,8 @@ def cut_batch(task, kind: str, lengths):
         tokens = item["source"] if kind == "classification" else item["windows"][0]
         assert n < len(tokens) and (kind == "classification" or n > item["prefix"] + 1)
         cut = torch.cat([tokens[:n - 1], tokens.new_tensor([eos])])
-        samples.append(dict(item, source=cut) if kind == "classification" else dict(item, windows=[cut], offsets=[0]))
+        samples.append(dict(item, source=cut, classes=item["classes"][:n]) if kind == "classification"
+                       else dict(item, windows=[cut], offsets=[0]))
     net_input = dataset.collater(samples)["net_input"]
     assert net_input["src_lengths"].tolist() == list(lengths)
     return net_input
