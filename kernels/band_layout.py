@@ -4,13 +4,14 @@ strided key-window layout of the band, and the attention-dropout keep masks in t
 Shapes: S = B * H slices of M positions; c positions per query chunk, nb chunks per slice,
 L = R * c keys per window (see ``BandLayout``).
 """
+import sys
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .dropout import AttentionDropout, keep_from_rows, row_hash
+from .dropout import KEYS_PER_WORD, AttentionDropout, consecutive_multipliers, keep_from_rows, row_hash
 
 # In the small global-query scores, masked scores get the finite MASKED_SCORE (pattern.py).
 # In the band, masked scores are -inf instead: exp(-1e30 - m) goes through the CPU's slow
@@ -170,6 +171,11 @@ class BandDropout:
         rows = row_hash(dropout.seed, self.batch_of_slice[:, None], head[:, None],
                         m[None, :] * dilation + self.residue[:, None])  # (S, padded)
         self.rows = rows.view(layout.windows, layout.chunk, 1)
+        # Undilated windows whose first key and width are multiples of 4 take one hash per 4
+        # keys (``consecutive_multipliers``); others one per key (the same mask, slower).
+        self.consecutive = (dilation == 1 and layout.chunk % KEYS_PER_WORD == 0
+                            and layout.before % KEYS_PER_WORD == 0 and layout.width % KEYS_PER_WORD == 0
+                            and sys.byteorder == "little")
         self.global_positions = global_positions
 
     def _factor(self, keep: Tensor, dtype) -> Tensor:
@@ -182,6 +188,10 @@ class BandDropout:
         # key column u of window t (chunk j of slice s) is index j * c + u - before of slice s;
         # indices outside the slice are masked by the band's bias, so any value does there
         first = (t % lay.num_chunks) * lay.chunk - lay.before
+        if self.consecutive:  # a window's keys are whole groups of 4 consecutive positions
+            first_group = (first // KEYS_PER_WORD).int()[:, None, None]
+            return consecutive_multipliers(self.rows[start:end], first_group, lay.width // KEYS_PER_WORD,
+                                           self.dropout, dtype)
         index = first[:, None] + torch.arange(lay.width, device=t.device)
         slices = t // lay.num_chunks
         positions = index.clamp_(min=0) * self.dilation + self.residue[slices][:, None]

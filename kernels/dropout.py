@@ -8,13 +8,19 @@ as they do with it off; and a backward pass recomputes the mask instead of stori
 The hash. With ``mix`` the 32-bit "lowbias32" finaliser (Wellons: x ^= x >> 16; x *= 0x7feb352d;
 x ^= x >> 15; x *= 0x846ca68b; x ^= x >> 16, all modulo 2^32, a bijection with full avalanche):
 
-    row(seed, b, h, i) = mix(mix(mix(seed ^ b) ^ h) ^ i)         one per query row
-    bits(seed, b, h, i, j) = mix(row ^ j) >> 8                   24 uniform bits per entry
-    keep  <=>  bits >= threshold,  threshold = round(p * 2^24)
+    row(seed, b, h, i)     = mix(mix(mix(seed ^ b) ^ h) ^ i)       one per query row
+    word(seed, b, h, i, g) = mix(row ^ g)                          one per 4 keys, g = j >> 2
+    draw(seed, b, h, i, j) = byte (j & 3) of word, i.e. (word >> 8 * (j & 3)) & 0xFF
+    keep  <=>  draw >= threshold,  threshold = round(p * 256)
 
 b is the batch row, h the head, i the query position and j the key position, both in the
 sequence's own coordinates (not a kernel's tiling), so the mask does not depend on how an
-implementation walks the band. Kept probabilities are scaled by 1 / (1 - p).
+implementation walks the band. One 32-bit hash serves four consecutive keys with an 8-bit draw
+each (as FlashAttention draws its dropout): the hash is most of the mask's cost, so this costs
+about a quarter of one hash per entry. ``p`` is quantised to 1/256: the rate applied is
+threshold / 256 (0.1 gives 26/256 = 0.1016), and kept probabilities are scaled by
+1 / (1 - threshold / 256), so the output's expectation is exact for the rate applied. A p that
+rounds to 0 or to 256 is refused rather than silently changed.
 
 Here the hash runs on int32 tensors holding the 32-bit patterns: int32 multiplication wraps
 modulo 2^32 (two's complement, as the uint32 product), and right shifts are made logical by
@@ -22,6 +28,7 @@ masking off the copied sign bits. torch has no uint32 shift on CPU, and int64 wi
 products was measured 3x slower. The Triton kernel computes the same function in uint32
 arithmetic; tests check both against plain Python integers.
 """
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -30,7 +37,9 @@ from torch import Tensor
 MASK32 = 0xFFFFFFFF
 MIX_MUL_1 = 0x7FEB352D
 MIX_MUL_2 = 0x846CA68B
-KEEP_BITS = 24  # bits compared with the threshold: 2^24 levels of p
+DRAW_BITS = 8  # bits of one draw: p is quantised to 1 / 2^8
+KEYS_PER_WORD = 32 // DRAW_BITS  # consecutive keys sharing one 32-bit hash
+LEVELS = 1 << DRAW_BITS
 
 
 @dataclass(frozen=True)
@@ -47,18 +56,27 @@ class AttentionDropout:
     def __post_init__(self):
         if not 0.0 <= self.p < 1.0:
             raise ValueError(f"attention dropout p must be in [0, 1), got {self.p!r}")
+        if self.p > 0 and not 0 < self.threshold < LEVELS:
+            raise ValueError(
+                f"attention dropout p={self.p!r} is outside what the keep mask resolves (steps of "
+                f"1/{LEVELS}): use 0, or a p between {0.5 / LEVELS:.4f} and {1 - 0.5 / LEVELS:.4f}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2 ** 31:
             raise ValueError(f"attention dropout seed must be an int in [0, 2^31), got {self.seed!r}")
 
     @property
     def threshold(self) -> int:
-        """An entry is kept when its 24 hash bits are >= this."""
-        return round(self.p * (1 << KEEP_BITS))
+        """An entry is kept when its 8-bit draw is >= this."""
+        return round(self.p * LEVELS)
+
+    @property
+    def rate(self) -> float:
+        """The dropout rate applied: p rounded to a multiple of 1/256."""
+        return self.threshold / LEVELS
 
     @property
     def keep_scale(self) -> float:
-        """Kept probabilities are multiplied by this, 1 / (1 - p)."""
-        return 1.0 / (1.0 - self.p)
+        """Kept probabilities are multiplied by this, 1 / (1 - rate)."""
+        return LEVELS / (LEVELS - self.threshold)
 
 
 def _as_int32(constant: int) -> int:
@@ -66,28 +84,61 @@ def _as_int32(constant: int) -> int:
     return constant - (1 << 32) if constant >= 1 << 31 else constant
 
 
-def _shift_right(x: Tensor, bits: int) -> Tensor:
-    """Logical right shift of int32 bit patterns."""
-    return (x >> bits) & ((1 << (32 - bits)) - 1)
-
-
 def mix32(x: Tensor) -> Tensor:
     """The lowbias32 finaliser on int32 tensors (bit patterns of uint32 values)."""
-    x = x ^ _shift_right(x, 16)
-    x = x * _as_int32(MIX_MUL_1)
-    x = x ^ _shift_right(x, 15)
-    x = x * _as_int32(MIX_MUL_2)
-    return x ^ _shift_right(x, 16)
+    return mix32_(x.clone())
+
+
+def _xorshift_(x: Tensor, scratch: Tensor, bits: int) -> None:
+    torch.bitwise_right_shift(x, bits, out=scratch)
+    x.bitwise_xor_(scratch.bitwise_and_((1 << (32 - bits)) - 1))
+
+
+def mix32_(x: Tensor) -> Tensor:
+    """mix32 in place, with one scratch tensor: on CPU each fresh temporary of a large tensor
+    costs more than the integer operation that fills it (measured 5x slower allocating)."""
+    scratch = torch.empty_like(x)
+    _xorshift_(x, scratch, 16)
+    x.mul_(_as_int32(MIX_MUL_1))
+    _xorshift_(x, scratch, 15)
+    x.mul_(_as_int32(MIX_MUL_2))
+    _xorshift_(x, scratch, 16)
+    return x
 
 
 def row_hash(seed: int, b: Tensor, h: Tensor, i: Tensor) -> Tensor:
     """The per-query-row part of the hash; b, h, i broadcast. Returns int32 bit patterns."""
-    return mix32(mix32(mix32(b.int() ^ seed) ^ h.int()) ^ i.int())
+    return mix32_(mix32_(mix32_(b.int() ^ seed) ^ h.int()) ^ i.int())
+
+
+def draws(rows: Tensor, j: Tensor) -> Tensor:
+    """int32 8-bit draws of entries (row hash, key position j), broadcast against each other:
+    byte j & 3 of mix(row ^ (j >> 2)). One hash per entry: for keys in any order."""
+    j = j.int()
+    words = mix32_(rows ^ (j >> 2))
+    # an arithmetic shift is enough here: the copied sign bits land above the 8 kept
+    return (words >> (j & (KEYS_PER_WORD - 1)) * DRAW_BITS) & (LEVELS - 1)
 
 
 def keep_from_rows(rows: Tensor, j: Tensor, dropout: AttentionDropout) -> Tensor:
     """bool keep mask from row hashes and key positions j (broadcast against each other)."""
-    return _shift_right(mix32(rows ^ j.int()), 32 - KEEP_BITS) >= dropout.threshold
+    return draws(rows, j) >= dropout.threshold
+
+
+def consecutive_multipliers(rows: Tensor, first_group: Tensor, groups: int, dropout: AttentionDropout,
+                            dtype: torch.dtype) -> Tensor:
+    """Dropout multipliers (0 or keep_scale) of rows against KEYS_PER_WORD * ``groups``
+    consecutive keys starting at key 4 * first_group: one hash per four keys.
+
+    rows (..., R, 1) int32 and first_group (..., 1, 1) int32 broadcast to the leading dims;
+    returns (..., R, 4 * groups) in ``dtype``. The words' bytes are read in place through a
+    uint8 view (byte k of a little-endian int32 is bits 8k .. 8k + 7: draw k of the word), and
+    the comparison is arithmetic ((draw - threshold + 1) clamped to [0, 1], in int16) because
+    torch's CPU comparison of uint8 tensors was measured about 7x slower."""
+    assert sys.byteorder == "little", "the byte view needs a little-endian machine"
+    words = mix32_(rows ^ (first_group + torch.arange(groups, dtype=torch.int32, device=rows.device)))
+    keep = words.view(torch.uint8).to(torch.int16).sub_(dropout.threshold - 1).clamp_(0, 1)
+    return keep.to(dtype).mul_(dropout.keep_scale)
 
 
 def keep_mask(dropout: AttentionDropout, b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:

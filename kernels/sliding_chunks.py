@@ -241,8 +241,9 @@ class _BandAttention(torch.autograd.Function):
                 torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
             else:  # out used the kept probabilities P * factor; dP above is theirs
                 factor = drop.band(start, end, p.dtype)
-                torch.bmm((p * factor).transpose(1, 2), grad_chunks[rows], out=win)
                 ds.mul_(factor)
+                kept = factor.mul_(p)  # factor is spent: no fresh (T, c, L) temporary
+                torch.bmm(kept.transpose(1, 2), grad_chunks[rows], out=win)
             _fold(grad_v_blocks, win, start, layout.blocks)
             ds.sub_(delta[rows]).mul_(p)
             if grad_bias is not None:

@@ -22,8 +22,8 @@ from .dropout import AttentionDropout
 from .pattern import AttentionMasks, AttentionPattern, check_band_bias, check_inputs, default_scale
 from .triton_device import (  # noqa: F401  (re-exported: tests call the dropout hash helpers)
     GLOBAL, LOCAL, PAD, _band_bwd_dkdv_kernel, _band_bwd_dq_kernel, _band_fwd_kernel,
-    _cross_bwd_dkdv_kernel, _drop_weights, _global_rows_bwd_dq_kernel, _global_rows_fwd_kernel,
-    _mix32, _row_hash,
+    _consecutive_draws, _cross_bwd_dkdv_kernel, _draws, _global_rows_bwd_dq_kernel,
+    _global_rows_fwd_kernel, _key_weights, _mix32, _row_hash,
 )
 
 LOG2E = 1.4426950408889634
@@ -86,10 +86,10 @@ def block_config(head_dim: int, element_size: int, interpret: bool) -> BlockConf
 BLOCK_DS = (16, 32, 64, 128, 256)  # every BLOCK_D a head dim in [1, MAX_HEAD_DIM] gives
 # The kernels and the tl.constexpr flags each takes (besides the tiles and PRECISION).
 KERNEL_FLAGS: Dict[str, Tuple[str, ...]] = {
-    "_band_fwd_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS"),
+    "_band_fwd_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS", "DILATED"),
     "_global_rows_fwd_kernel": ("DROPOUT",),
-    "_band_bwd_dq_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS"),
-    "_band_bwd_dkdv_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS"),
+    "_band_bwd_dq_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS", "DILATED"),
+    "_band_bwd_dkdv_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS", "DILATED"),
     "_cross_bwd_dkdv_kernel": ("GLOBAL_KEYS", "DROPOUT"),
     "_global_rows_bwd_dq_kernel": ("DROPOUT",),
 }
@@ -150,6 +150,7 @@ class _Layout:
     gidx: Tensor  # (B, max(G, 1)) int64
     gcount: Tensor  # (B,) int64
     dil: Tensor  # (H,) int32, clamped to N (a dilation >= N only ever reaches the token itself)
+    dilated: bool  # some head has d > 1: the band kernels compile the residue layout
     max_global: int  # G
     t_len: int  # longest t-space of any head: d * ceil(N / d) (sizes the band kernels' grids)
     window: int  # clamped to N: a longer window reaches nothing more
@@ -185,6 +186,7 @@ def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks, s
     dilations = tuple(min(d, max(length, 1)) for d in pattern.dilation_per_head(heads))
     return _Layout(
         kind=kind, gidx=gidx, gcount=gcount, dil=_dilation_tensor(dilations, device),
+        dilated=any(d > 1 for d in dilations),
         max_global=masks.max_global, t_len=max(d * triton.cdiv(length, d) for d in dilations),
         window=min(pattern.window, length), causal=pattern.causal, scale=scale, dtype=q.dtype,
         config=config, interpret=interpret, dropout=dropout,
@@ -273,7 +275,8 @@ class LongformerAttentionFunction(torch.autograd.Function):
                 (q, k, v, out, lse, lay.kind, lay.gidx, lay.gcount, lay.dil, bias, *_strides(q),
                  heads, length, head_dim, lay.gidx.stride(0), lay.window, bias_w,
                  lay.scale * LOG2E),
-                lay, CAUSAL=lay.causal, DROPOUT=lay.dropout is not None, HAS_BIAS=has_bias)
+                lay, CAUSAL=lay.causal, DROPOUT=lay.dropout is not None, HAS_BIAS=has_bias,
+                DILATED=lay.dilated)
         if do_global:
             q_g, k_g, v_g = _family(q_g, k_g, v_g)
             _launch(_global_rows_fwd_kernel, (triton.cdiv(lay.max_global, c.block_m), batch * heads),
@@ -319,14 +322,14 @@ class LongformerAttentionFunction(torch.autograd.Function):
             _launch(_band_bwd_dq_kernel, band_grid,
                     (q, k, v, do, dq, lse, delta, *glob, lay.dil, bias, dbias, *_strides(q), *dims,
                      lay.gidx.stride(0), lay.window, bias_w, lay.scale * LOG2E, lay.scale),
-                    lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, **drop)
+                    lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, DILATED=lay.dilated, **drop)
             dbias = dbias if bias_needed else None
         if needs[1] or needs[2]:
             dk, dv = torch.empty_like(q), torch.empty_like(q)
             _launch(_band_bwd_dkdv_kernel, key_grid,
                     (q, k, v, do, dk, dv, lse, delta, lay.kind, lay.dil, bias, *_strides(q), *dims,
                      lay.window, bias_w, lay.scale * LOG2E, lay.scale),
-                    lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, **drop)
+                    lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, DILATED=lay.dilated, **drop)
             if lay.max_global > 0:  # dk, dv of the GLOBAL rows, from the local queries
                 _launch(_cross_bwd_dkdv_kernel,
                         (triton.cdiv(lay.max_global, c.block_n), batch * heads),

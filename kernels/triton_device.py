@@ -51,8 +51,10 @@ is shared by the three band kernels, the global keys of local rows (``_global_ke
 forward and dq kernels.
 
 Dropout (``dropout.py``): the keep mask is recomputed from (seed, b, h, i, j) in every kernel
-(``_row_hash``, ``_drop_weights``), i and j being sequence positions, so forward and backward
-agree without storing it. The softmax normaliser counts every allowed key; the kept
+(``_row_hash``, ``_key_weights``), i and j being sequence positions, so forward and backward
+agree without storing it. Where a tile's keys are consecutive positions (an undilated band,
+the blocks of all positions) one hash serves four keys (``_consecutive_draws``); global keys
+and dilated heads take one hash per entry (``_draws``). The softmax normaliser counts every allowed key; the kept
 probabilities, scaled by 1 / (1 - p), multiply v. Under DROPOUT=False (a tl.constexpr) none of
 that code is compiled.
 
@@ -72,7 +74,7 @@ accumulators stay fp32. fp32 inputs use input_precision="ieee" (no tf32 rounding
 import triton
 import triton.language as tl
 
-from .dropout import KEEP_BITS, MIX_MUL_1, MIX_MUL_2
+from .dropout import DRAW_BITS, KEYS_PER_WORD, MIX_MUL_1, MIX_MUL_2
 
 # Values of ``kind``. A global must be a tl.constexpr to be readable inside @triton.jit code.
 LOCAL = tl.constexpr(0)
@@ -85,7 +87,9 @@ NEG_BIG = tl.constexpr(-1.0e30)
 # not fit an int32, and the multiplies must wrap modulo 2^32 (a uint32 multiply does).
 _MUL_1 = tl.constexpr(MIX_MUL_1)
 _MUL_2 = tl.constexpr(MIX_MUL_2)
-_DROP_SHIFT = tl.constexpr(32 - KEEP_BITS)
+_DRAW_BITS = tl.constexpr(DRAW_BITS)
+_KEYS_PER_WORD = tl.constexpr(KEYS_PER_WORD)
+_DRAW_MASK = tl.constexpr((1 << DRAW_BITS) - 1)
 # The band bias is in natural units; the scores are in log2 units.
 _LOG2E = tl.constexpr(1.4426950408889634)
 # Arguments that change every call (a fresh seed per step): no specialisation on their values
@@ -119,11 +123,51 @@ def _row_hash(seed, b, h, pos_q, DROPOUT: tl.constexpr):
 
 
 @triton.jit
-def _drop_weights(rows, pos_k, threshold, keep_scale):
-    """fp32 tile of the dropout multipliers: keep_scale where kept, 0 where dropped. ``rows``
-    (row hashes) and ``pos_k`` (key positions) come broadcast against each other."""
-    bits = _mix32(rows ^ pos_k.to(tl.uint32)) >> _DROP_SHIFT
-    return tl.where(bits >= threshold, keep_scale, 0.0)  # uint32 compare (threshold < 2^24)
+def _draws(rows, pos_k):
+    """8-bit draws of entries (dropout.py), ``rows`` (row hashes) and ``pos_k`` (key positions)
+    broadcast against each other: byte j & 3 of mix(row ^ (j >> 2)). One hash per entry: for
+    keys in any order (global keys, dilated heads)."""
+    pos = pos_k.to(tl.uint32)
+    word = _mix32(rows ^ (pos >> 2))
+    return (word >> ((pos & (_KEYS_PER_WORD - 1)) * _DRAW_BITS)) & _DRAW_MASK
+
+
+@triton.jit
+def _consecutive_draws(rows, first, BLOCK_N: tl.constexpr):
+    """(len(rows), BLOCK_N) draws of the rows against keys first .. first + BLOCK_N - 1, first
+    a multiple of 4: one hash per four keys, its bytes interleaved back into key order
+    (interleave(interleave(byte 0, byte 2), interleave(byte 1, byte 3)) puts byte k of word g
+    at column 4 g + k)."""
+    groups = (tl.arange(0, BLOCK_N // _KEYS_PER_WORD) + first // _KEYS_PER_WORD).to(tl.uint32)
+    word = _mix32(rows[:, None] ^ groups[None, :])
+    even = tl.interleave(word & _DRAW_MASK, (word >> 16) & _DRAW_MASK)
+    odd = tl.interleave((word >> 8) & _DRAW_MASK, word >> 24)
+    return tl.interleave(even, odd)
+
+
+@triton.jit
+def _key_weights(rows, pos_k, first, threshold, keep_scale, DROPOUT: tl.constexpr,
+                 SCATTERED: tl.constexpr, KEYS_ON_ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """fp32 tile of the dropout multipliers, keep_scale where kept and 0 where dropped, of the
+    query rows' hashes ``rows`` (1-D) against the keys ``pos_k`` (1-D positions): (queries,
+    keys), or (keys, queries) under KEYS_ON_ROWS (the dk/dv kernels' orientation).
+    Unless SCATTERED, the keys are first .. first + BLOCK_N - 1 with first a multiple of 4 (an
+    undilated band tile, a block of all positions), drawn one hash per four keys; SCATTERED
+    keys (global tokens, a dilated band) one hash per entry. Without DROPOUT a placeholder
+    nothing reads."""
+    weights = keep_scale
+    if DROPOUT:
+        if not SCATTERED:
+            weights = tl.where(_consecutive_draws(rows, first, BLOCK_N) >= threshold, keep_scale, 0.0)
+            if KEYS_ON_ROWS:
+                weights = tl.trans(weights)
+        else:
+            if KEYS_ON_ROWS:
+                draws = _draws(rows[None, :], pos_k[:, None])
+            else:
+                draws = _draws(rows[:, None], pos_k[None, :])
+            weights = tl.where(draws >= threshold, keep_scale, 0.0)  # uint32 compare
+    return weights
 
 
 @triton.jit
@@ -138,12 +182,18 @@ def _head(H, N, DIL):
 
 
 @triton.jit
-def _band_tile(offs_t, M, dil, T, N, KIND_ROW):
+def _band_tile(offs_t, M, dil, T, N, KIND_ROW, DILATED: tl.constexpr):
     """Positions of t-space indices ``offs_t``: residue, position, in range, kind (PAD beyond).
-    Residue r holds positions r, r + d, r + 2d, ..."""
-    r = offs_t // M
-    pos = (offs_t - r * M) * dil + r
-    ok = (offs_t < T) & (pos < N)
+    Residue r holds positions r, r + d, r + 2d, ... Without DILATED (every head of the launch
+    has d = 1) t is the position and the residue 0, and none of that arithmetic is compiled."""
+    if DILATED:
+        r = offs_t // M
+        pos = (offs_t - r * M) * dil + r
+        ok = (offs_t < T) & (pos < N)
+    else:
+        r = tl.zeros_like(offs_t)
+        pos = offs_t
+        ok = offs_t < N
     return r, pos, ok, tl.load(KIND_ROW + pos, mask=ok, other=PAD)
 
 
@@ -202,12 +252,12 @@ def _store_rows(base, pos, ok, offs_d, D, stride_n, tile):
 
 @triton.jit
 def _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND_ROW, K, V, offs_d, D, s_n, window,
-               CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr):
+               CAUSAL: tl.constexpr, DILATED: tl.constexpr, BLOCK_N: tl.constexpr):
     """Key tile [start, start + BLOCK_N) of the band, in t-space, for the query tile offs_m:
     k, v, key positions and the (BLOCK_M, BLOCK_N) mask of allowed entries. Global keys are
     left out of the band: they are attended once, as global keys (``_global_keys``)."""
     offs_n = start + tl.arange(0, BLOCK_N)
-    r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND_ROW)
+    r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND_ROW, DILATED)
     k = _load_rows(K, pos_k, k_in, offs_d, D, s_n)
     v = _load_rows(V, pos_k, k_in, offs_d, D, s_n)
     allowed = (_band_allowed(offs_m[:, None], r_q[:, None], offs_n[None, :], r_k[None, :],
@@ -262,11 +312,11 @@ def _global_keys(GIDX_ROW, start, count, q_ok, K, V, offs_d, D, s_n, BLOCK_N: tl
 
 
 @triton.jit
-def _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows, pos_k, threshold, keep_scale,
-              BIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
+def _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, BIAS_ROWS, pos_b, t_q, t_k,
+              bias_w, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
               CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
-    """One online-softmax step over a key tile; all state in fp32, log2 units. ``rows``
-    (BLOCK_M, 1) and ``pos_k`` (1, BLOCK_N): the dropout mask's row hashes and key positions.
+    """One online-softmax step over a key tile; all state in fp32, log2 units. ``weights``:
+    the tile's dropout multipliers (``_key_weights``).
     Under HAS_BIAS the band bias of (pos_b, t_q, t_k) is added to the scores (``_scores``)."""
     s = _scores(q, k, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS, CAUSAL,
                 PRECISION)
@@ -276,7 +326,7 @@ def _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows, pos_k, threshold,
     p = tl.math.exp2(s - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)  # the normaliser counts dropped keys too
     if DROPOUT:
-        p = p * _drop_weights(rows, pos_k, threshold, keep_scale)
+        p = p * weights
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     return m_new, l_i, acc
 
@@ -292,8 +342,8 @@ def _fwd_finish(m_i, l_i, acc):
 
 
 @triton.jit
-def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k, threshold,
-             keep_scale, BIAS_ROWS, DBIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr,
+def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, BIAS_ROWS, DBIAS_ROWS,
+             pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr,
              HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
     """dq += dS k for one key tile, with P recomputed from the saved lse. With dropout
     dS = P * (dP' * keep * keep_scale - delta), dP' = dO v^T. Under HAS_BIAS, P includes the
@@ -304,7 +354,7 @@ def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k, thresh
     p = tl.math.exp2(tl.where(allowed, s, float("-inf")) - lse[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
     if DROPOUT:
-        dp = dp * _drop_weights(rows, pos_k, threshold, keep_scale)
+        dp = dp * weights
     ds = p * (dp - delta[:, None])
     if HAS_BIAS:  # d(score)/d(bias) = 1
         tl.store(_bias_ptrs(DBIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL),
@@ -313,19 +363,18 @@ def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k, thresh
 
 
 @triton.jit
-def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows, pos_k, threshold,
-               keep_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr,
+def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, weights, BIAS_ROWS, pos_b,
+               t_q, t_k, bias_w, DROPOUT: tl.constexpr,
                HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
     """dk += dS^T q and dv += (P * keep * keep_scale)^T dO for one query tile, computed
-    transposed (keys on rows, so ``rows`` is (1, BLOCK_M) and ``pos_k`` (BLOCK_N, 1)) so the
-    key tile's accumulators never need a transpose. Under HAS_BIAS P includes the band bias
+    transposed (keys on rows, as ``weights``, (BLOCK_N, BLOCK_M)) so the key tile's
+    accumulators never need a transpose. Under HAS_BIAS P includes the band bias
     of (pos_b, t_q, t_k), given transposed as well."""
     s_t = _scores(k, q, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed_t, HAS_BIAS, CAUSAL,
                   PRECISION)
     p_t = tl.math.exp2(tl.where(allowed_t, s_t, float("-inf")) - lse[None, :])
     dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
     if DROPOUT:
-        weights = _drop_weights(rows, pos_k, threshold, keep_scale)
         dv = dv + tl.dot((p_t * weights).to(do.dtype), do, input_precision=PRECISION)
         dp_t = dp_t * weights
     else:
@@ -342,8 +391,8 @@ def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows, pos_k
 def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
                      s_b, s_h, s_n, H, N, D, G, window, bias_w, qk_scale, seed, threshold,
                      keep_scale, CAUSAL: tl.constexpr, DROPOUT: tl.constexpr,
-                     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
+                     HAS_BIAS: tl.constexpr, DILATED: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
     """Grid (query blocks in t-space, B * H). LOCAL rows: band keys then global keys.
     BIAS: the (B, H, N, W) contiguous band bias, W = bias_w (read only under HAS_BIAS)."""
     b, h, dil, M, T = _head(H, N, DIL)
@@ -355,10 +404,10 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
 
     offs_d = tl.arange(0, BLOCK_D)
     offs_m = t0 + tl.arange(0, BLOCK_M)
-    r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
+    r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N, DILATED)
     q_ok = kind_q == LOCAL
     q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
-    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)
     bias_rows = BIAS + vec * bias_w  # this (b, h)'s (N, W) band bias
 
     m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
@@ -370,9 +419,10 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
     for start in tl.range(lo, hi, BLOCK_N):
         k, v, pos_k, allowed = _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND + b * N,
                                           K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
-                                          BLOCK_N)
-        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
-                                  pos_k[None, :], threshold, keep_scale, bias_rows,
+                                          DILATED, BLOCK_N)
+        weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, DILATED,
+                               False, BLOCK_N)
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, bias_rows,
                                   pos_q[:, None], offs_m[:, None],
                                   start + tl.arange(0, BLOCK_N)[None, :], bias_w, DROPOUT,
                                   HAS_BIAS, CAUSAL, PRECISION)
@@ -382,9 +432,10 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
     for start in tl.range(0, count, BLOCK_N):
         k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
                                             offs_d, D, s_n, BLOCK_N)
-        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
-                                  pos_k[None, :], threshold, keep_scale, bias_rows, 0, 0, 0, 0,
-                                  DROPOUT, False, CAUSAL, PRECISION)
+        weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, True, False,
+                               BLOCK_N)
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, bias_rows,
+                                  0, 0, 0, 0, DROPOUT, False, CAUSAL, PRECISION)
 
     out, lse = _fwd_finish(m_i, l_i, acc)
     # Every row: PAD and GLOBAL rows get the zeros computed here; GLOBAL rows are overwritten
@@ -414,7 +465,7 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
     offs_d = tl.arange(0, BLOCK_D)
     pos_q, g_ok = _global_tile(GIDX + b * G, g0, count, BLOCK_M)
     q = _load_rows(QG + mat, pos_q, g_ok, offs_d, D, g_n)
-    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)
 
     m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -426,9 +477,10 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
         k = _load_rows(KG + mat, offs_n, k_in, offs_d, D, g_n)
         v = _load_rows(VG + mat, offs_n, k_in, offs_d, D, g_n)
         allowed = g_ok[:, None] & (kind_k != PAD)[None, :]
-        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, rows,
-                                  offs_n[None, :], threshold, keep_scale, KG, 0, 0, 0, 0, DROPOUT,
-                                  False, False, PRECISION)
+        weights = _key_weights(rows, offs_n, start, threshold, keep_scale, DROPOUT, False, False,
+                               BLOCK_N)
+        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, KG,
+                                  0, 0, 0, 0, DROPOUT, False, False, PRECISION)
 
     out, lse = _fwd_finish(m_i, l_i, acc)
     _store_rows(O + b.to(tl.int64) * s_b + h.to(tl.int64) * s_h, pos_q, g_ok, offs_d, D, s_n, out)
@@ -443,8 +495,8 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BI
                         s_b, s_h, s_n, H, N, D, G, window, bias_w, qk_scale, sm_scale,
                         seed, threshold, keep_scale,
                         CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                        PRECISION: tl.constexpr):
+                        DILATED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
     """Grid as _band_fwd_kernel. dq of every row: band keys then global keys. Under HAS_BIAS
     also the band bias's gradient DBIAS (B, H, N, W), contiguous, zero-filled by the caller:
     dS of each allowed band pair, which this program alone visits (its queries' rows), once."""
@@ -457,13 +509,13 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BI
 
     offs_d = tl.arange(0, BLOCK_D)
     offs_m = t0 + tl.arange(0, BLOCK_M)
-    r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
+    r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N, DILATED)
     q_ok = kind_q == LOCAL
     q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
     do = _load_rows(DO + mat, pos_q, q_in, offs_d, D, s_n)
     lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
     delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
-    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)
     bias_rows = BIAS + vec * bias_w  # this (b, h)'s (N, W) band bias and its gradient
     dbias_rows = DBIAS + vec * bias_w
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
@@ -472,9 +524,11 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BI
     for start in tl.range(lo, hi, BLOCK_N):
         k, v, pos_k, allowed = _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND + b * N,
                                           K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
-                                          BLOCK_N)
-        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k[None, :],
-                      threshold, keep_scale, bias_rows, dbias_rows, pos_q[:, None],
+                                          DILATED, BLOCK_N)
+        weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, DILATED,
+                               False, BLOCK_N)
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, bias_rows,
+                      dbias_rows, pos_q[:, None],
                       offs_m[:, None], start + tl.arange(0, BLOCK_N)[None, :], bias_w, DROPOUT,
                       HAS_BIAS, CAUSAL, PRECISION)
 
@@ -482,9 +536,10 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BI
     for start in tl.range(0, count, BLOCK_N):
         k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
                                             offs_d, D, s_n, BLOCK_N)
-        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, pos_k[None, :],
-                      threshold, keep_scale, bias_rows, dbias_rows, 0, 0, 0, 0, DROPOUT, False,
-                      CAUSAL, PRECISION)
+        weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, True, False,
+                               BLOCK_N)
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, bias_rows,
+                      dbias_rows, 0, 0, 0, 0, DROPOUT, False, CAUSAL, PRECISION)
 
     # d(scores)/dq = scale * k: the scale (natural units) is applied once, here.
     _store_rows(DQ + mat, pos_q, q_in, offs_d, D, s_n, dq * sm_scale)
@@ -495,8 +550,8 @@ def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL, BIAS,
                           s_b, s_h, s_n, H, N, D, window, bias_w, qk_scale, sm_scale,
                           seed, threshold, keep_scale,
                           CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                          PRECISION: tl.constexpr):
+                          DILATED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
     """Grid (key blocks in t-space, B * H). dk, dv from the band's LOCAL queries (P recomputed
     with the band bias under HAS_BIAS)."""
     b, h, dil, M, T = _head(H, N, DIL)
@@ -508,7 +563,7 @@ def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL, BIAS,
 
     offs_d = tl.arange(0, BLOCK_D)
     offs_n = s0 + tl.arange(0, BLOCK_N)
-    r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND + b * N)
+    r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND + b * N, DILATED)
     k_ok = kind_k == LOCAL
     k = _load_rows(K + mat, pos_k, k_in, offs_d, D, s_n)
     v = _load_rows(V + mat, pos_k, k_in, offs_d, D, s_n)
@@ -518,7 +573,7 @@ def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL, BIAS,
     lo, hi = _band_range(s0, tl.minimum(s0 + BLOCK_N, T) - 1, M, window, CAUSAL, False, BLOCK_M)
     for start in tl.range(lo, hi, BLOCK_M):
         offs_m = start + tl.arange(0, BLOCK_M)
-        r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N)
+        r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N, DILATED)
         q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
         do = _load_rows(DO + mat, pos_q, q_in, offs_d, D, s_n)
         lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
@@ -526,10 +581,11 @@ def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL, BIAS,
         allowed_t = (_band_allowed(offs_m[None, :], r_q[None, :], offs_n[:, None], r_k[:, None],
                                    window, CAUSAL)
                      & k_ok[:, None] & (kind_q == LOCAL)[None, :])
-        rows = _row_hash(seed, b, h, pos_q, DROPOUT)[None, :]
-        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows,
-                            pos_k[:, None], threshold, keep_scale, BIAS + vec * bias_w,
-                            pos_q[None, :], offs_m[None, :], offs_n[:, None], bias_w, DROPOUT,
+        rows = _row_hash(seed, b, h, pos_q, DROPOUT)
+        weights_t = _key_weights(rows, pos_k, s0, threshold, keep_scale, DROPOUT, DILATED, True,
+                                 BLOCK_N)
+        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, weights_t,
+                            BIAS + vec * bias_w, pos_q[None, :], offs_m[None, :], offs_n[:, None], bias_w, DROPOUT,
                             HAS_BIAS, CAUSAL, PRECISION)
 
     # GLOBAL key rows belong to _cross_bwd_dkdv_kernel (GLOBAL_KEYS=True); PAD rows get zeros.
@@ -591,9 +647,12 @@ def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
         lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
         delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
         allowed_t = k_ok[:, None] & q_ok[None, :]
-        rows = _row_hash(seed, b, h, pos_q, DROPOUT)[None, :]
-        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, rows,
-                            pos_k[:, None], threshold, keep_scale, K, 0, 0, 0, 0, DROPOUT,
+        rows = _row_hash(seed, b, h, pos_q, DROPOUT)
+        # global keys lie anywhere; all positions come in consecutive blocks from s0
+        weights_t = _key_weights(rows, pos_k, s0, threshold, keep_scale, DROPOUT, GLOBAL_KEYS,
+                                 True, BLOCK_N)
+        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, weights_t,
+                            K, 0, 0, 0, 0, DROPOUT,
                             False, False, PRECISION)
 
     _store_rows(DK + mat, pos_k, k_in, offs_d, D, s_n, dk * sm_scale)
@@ -625,7 +684,7 @@ def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOU
     do = _load_rows(DO + b.to(tl.int64) * o_b + h.to(tl.int64) * o_h, pos_q, g_ok, offs_d, D, o_n)
     lse = tl.load(LSE + vec + pos_q, mask=g_ok, other=0.0)
     delta = tl.load(DELTA + vec + pos_q, mask=g_ok, other=0.0)
-    rows = _row_hash(seed, b, h, pos_q, DROPOUT)[:, None]
+    rows = _row_hash(seed, b, h, pos_q, DROPOUT)
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     for start in tl.range(0, N, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
@@ -634,6 +693,8 @@ def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOU
         k = _load_rows(KG + mat, offs_n, k_in, offs_d, D, g_n)
         v = _load_rows(VG + mat, offs_n, k_in, offs_d, D, g_n)
         allowed = g_ok[:, None] & (kind_k != PAD)[None, :]
-        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, rows, offs_n[None, :],
-                      threshold, keep_scale, KG, KG, 0, 0, 0, 0, DROPOUT, False, False, PRECISION)
+        weights = _key_weights(rows, offs_n, start, threshold, keep_scale, DROPOUT, False, False,
+                               BLOCK_N)
+        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, KG, KG, 0, 0, 0, 0,
+                      DROPOUT, False, False, PRECISION)
     _store_rows(DQG + mat, pos_q, g_ok, offs_d, D, g_n, dq * sm_scale)

@@ -251,4 +251,5 @@ def test_hash_matches_plain_python_integers():
     for (b, h, i, j), keep, row in zip(cases.tolist(), got.tolist(), rows.tolist()):
         want_row = mix(mix(mix(seed ^ b) ^ h) ^ i)
         assert row & 0xFFFFFFFF == want_row
-        assert keep == ((mix(want_row ^ j) >> 8) >= dropout.threshold)
+        draw = (mix(want_row ^ (j >> 2)) >> (8 * (j & 3))) & 0xFF  # byte j % 4 of word j // 4
+        assert keep == (draw >= dropout.threshold)

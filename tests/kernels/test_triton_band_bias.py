@@ -166,7 +166,7 @@ def test_band_bias_launches_the_bias_variants(monkeypatch):
     assert sorted(launched) == [("_band_bwd_dkdv_kernel", False), ("_band_bwd_dq_kernel", False),
                                 ("_band_fwd_kernel", False)]
     configs = kernels.launch_configurations()
-    assert sum(1 for c in configs if dict(c.flags).get("HAS_BIAS")) == 3 * 3 * 5 * 4  # kernels x dtypes x D x flags
+    assert sum(1 for c in configs if dict(c.flags).get("HAS_BIAS")) == 3 * 3 * 5 * 8  # kernels x dtypes x D x flags
 
 
 def test_band_bias_wrong_shape_is_a_clear_error():

@@ -1,0 +1,116 @@
+"""The attention-dropout keep mask (``dropout.py``): its rate, its quantisation of p, the
+independence of its entries, and the PyTorch path's one-hash-per-four-keys evaluation against
+the per-entry definition.
+
+Independence is checked with a chi-square test on 2 x 2 tables of keep bits of entry pairs at a
+fixed offset (neighbouring keys in one hash word and across words, neighbouring rows, heads,
+batch rows, seeds) at p = 0.5, where a dependence shows most. With a million pairs a correlation
+of 0.005 gives chi2 = 25 (the failure line, a p-value of about 6e-7): the test can fail, and
+``test_the_independence_test_catches_a_correlated_mask`` shows that it does.
+"""
+import math
+
+import pytest
+import torch
+
+from longformer_kernels.dropout import (AttentionDropout, consecutive_multipliers, draws, keep_from_rows,
+                                        keep_matrix, row_hash)
+
+CHI2_LIMIT = 25.0  # 1 degree of freedom: P(chi2 > 25) ~ 6e-7 for independent bits
+
+
+def _chi2(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Pearson's chi-square of the 2 x 2 table of two equally long bool vectors (1 dof)."""
+    a, b = a.flatten().double(), b.flatten().double()
+    n = a.numel()
+    table = torch.tensor([[((1 - a) * (1 - b)).sum(), ((1 - a) * b).sum()],
+                          [(a * (1 - b)).sum(), (a * b).sum()]])
+    expected = table.sum(1, keepdim=True) * table.sum(0, keepdim=True) / n
+    return float(((table - expected) ** 2 / expected).sum())
+
+
+def _keep(seed: int, batch: int, heads: int, rows: int, keys: int, p: float = 0.5) -> torch.Tensor:
+    """(B, H, rows, keys) keep bits of the first rows x keys entries."""
+    dropout = AttentionDropout(p, seed)
+    ar = torch.arange
+    hashes = row_hash(seed, ar(batch)[:, None, None], ar(heads)[None, :, None], ar(rows)[None, None, :])
+    return keep_from_rows(hashes[..., None], ar(keys), dropout)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.25, 0.5, 0.9])
+def test_rate_is_p_rounded_to_1_256(p):
+    """The empirical drop rate of 2M entries is threshold / 256 within 5 standard errors, and
+    kept entries are scaled so the expectation is exact for that rate."""
+    dropout = AttentionDropout(p, seed=7)
+    assert dropout.rate == round(p * 256) / 256
+    assert dropout.keep_scale == pytest.approx(1 / (1 - dropout.rate))
+    keep = keep_matrix(dropout, 2, 4, 512)
+    n = keep.numel()
+    sigma = math.sqrt(dropout.rate * (1 - dropout.rate) / n)
+    assert abs((1 - keep.double().mean().item()) - dropout.rate) < 5 * sigma
+    assert dropout.rate * 0 + (1 - dropout.rate) * dropout.keep_scale == pytest.approx(1.0)
+
+
+def test_p_the_mask_cannot_resolve_is_refused():
+    assert AttentionDropout(0.1, 0).rate == 26 / 256
+    assert AttentionDropout(0.0, 0).threshold == 0
+    for p in (0.001, 0.999):
+        with pytest.raises(ValueError, match="1/256"):
+            AttentionDropout(p, 0)
+
+
+@pytest.mark.parametrize("name, pair", [
+    ("next key, same word", lambda k: (k[..., 0:-1:4], k[..., 1::4])),
+    ("key 3 and 4: across words", lambda k: (k[..., 3:-1:4], k[..., 4::4])),
+    ("same byte of neighbouring words", lambda k: (k[..., :-4], k[..., 4:])),
+    ("next row", lambda k: (k[:, :, :-1], k[:, :, 1:])),
+    ("next head", lambda k: (k[:, :-1], k[:, 1:])),
+    ("next batch row", lambda k: (k[:-1], k[1:])),
+])
+def test_neighbouring_entries_are_independent(name, pair):
+    keep = _keep(seed=3, batch=2, heads=4, rows=256, keys=1024)  # 2M entries
+    a, b = pair(keep)
+    assert a.numel() >= 500_000
+    assert _chi2(a, b) < CHI2_LIMIT, name
+
+
+def test_neighbouring_seeds_are_independent():
+    a, b = _keep(seed=100, batch=1, heads=2, rows=256, keys=1024), _keep(seed=101, batch=1, heads=2, rows=256, keys=1024)
+    assert _chi2(a, b) < CHI2_LIMIT
+
+
+def test_the_independence_test_catches_a_correlated_mask():
+    """A mask whose next key copies its neighbour one time in 50 (correlation 0.02) fails."""
+    keep = _keep(seed=3, batch=2, heads=4, rows=256, keys=1024)
+    copied = keep.clone()
+    every = torch.zeros(keep.shape[-1], dtype=torch.bool)
+    every[1::50] = True
+    copied[..., 1:][..., every[1:]] = keep[..., :-1][..., every[1:]]
+    assert _chi2(copied[..., :-1], copied[..., 1:]) > CHI2_LIMIT
+
+
+def test_draws_are_the_bytes_of_one_hash_per_four_keys():
+    """draw(j) is byte j % 4 of the word of group j // 4: the four keys of a group share a hash,
+    and its four bytes are four different draws."""
+    rows = row_hash(5, torch.tensor(0), torch.tensor(1), torch.arange(3))[:, None]
+    j = torch.arange(16)
+    got = draws(rows, j)
+    word = draws(rows, (j // 4) * 4) | draws(rows, (j // 4) * 4 + 1) << 8 | draws(rows, (j // 4) * 4 + 2) << 16
+    word = word | draws(rows, (j // 4) * 4 + 3) << 24
+    assert torch.equal((word >> (8 * (j % 4))) & 0xFF, got)
+    assert (got >= 0).all() and (got < 256).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("first_group", [-3, 0, 5, 2 ** 20])
+def test_consecutive_multipliers_equal_the_per_entry_mask(first_group, dtype):
+    """The PyTorch path's byte-view evaluation (one hash per four keys) gives exactly the
+    per-entry definition's multipliers, for windows starting before 0 (their keys are masked
+    by the band, any value will do, but the hash must not fail) and far into the sequence."""
+    dropout = AttentionDropout(0.3, seed=99)
+    rows = row_hash(99, torch.tensor(1), torch.tensor(2), torch.arange(40))[None, :, None]  # (1, 40, 1)
+    got = consecutive_multipliers(rows, torch.tensor([[[first_group]]], dtype=torch.int32), 8, dropout, dtype)
+    keys = torch.arange(32) + 4 * first_group
+    expected = keep_from_rows(rows, keys, dropout).to(dtype) * dropout.keep_scale
+    assert got.shape == (1, 40, 32) and got.dtype == dtype
+    assert torch.equal(got, expected.to(dtype))
