@@ -60,19 +60,16 @@ class HotpotQADataset(ExampleDataset):
         self.dictionary, self.global_classes, self.multiple = dictionary, global_classes, multiple
         self.marker = {m: dictionary.index(m) for m in MARKERS}
         paragraphs = [len(r["paragraphs"]) for r in records]
-        per_paragraph = [n for r in records for _, n in r["paragraphs"]]
-        if sum(paragraphs) != len(titles) or sum(per_paragraph) != len(sentences):
-            raise ValueError(f"the side file names {sum(paragraphs)} paragraphs and {sum(per_paragraph)} sentences, "
+        counts = [sum(n for _, n in r["paragraphs"]) for r in records]  # kept sentences per example
+        if sum(paragraphs) != len(titles) or sum(counts) != len(sentences):
+            raise ValueError(f"the side file names {sum(paragraphs)} paragraphs and {sum(counts)} sentences, "
                              f"the binaries hold {len(titles)} and {len(sentences)}")
-        self.first_title = _starts(paragraphs)
-        self.first_sentence = _starts([sum(n for _, n in r["paragraphs"]) for r in records])
+        self.first_title, self.first_sentence = _starts(paragraphs), _starts(counts)
         title_sizes, sentence_sizes = np.asarray(titles.sizes), np.asarray(sentences.sizes)
         sizes = np.array([4 + int(questions.sizes[i])  # <s> [q] q [/q] ... </s>
-                          + int((title_sizes[t:t + p] + 2).sum())
-                          + int((sentence_sizes[s:s + n] + 1).sum())
-                          for i, (t, s, p, n) in enumerate(zip(self.first_title, self.first_sentence, paragraphs,
-                                                               [sum(n for _, n in r["paragraphs"]) for r in records]))],
-                         dtype=np.int64)
+                          + int((title_sizes[self.first_title[i]:self.first_title[i] + paragraphs[i]] + 2).sum())
+                          + int((sentence_sizes[self.first_sentence[i]:self.first_sentence[i] + counts[i]] + 1).sum())
+                          for i in range(len(records))], dtype=np.int64)
         if len(sizes) and sizes.max() > max_positions:
             worst = int(np.argmax(sizes))
             raise ValueError(f"example {records[worst].get('id', worst)} has {int(sizes[worst])} tokens, more than "

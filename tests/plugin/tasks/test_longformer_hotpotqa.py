@@ -73,7 +73,8 @@ def test_gold_targets_point_at_the_answer_and_the_supporting_markers(hotpotqa_da
     spans = 0
     for row, record in enumerate(sample["records"]):
         chars, token = record["token_chars"], sample["context_token"][row]
-        for start, end in zip(sample["start_gold"][row].nonzero().flatten(), sample["end_gold"][row].nonzero().flatten()):
+        starts, ends = sample["start_gold"][row].nonzero().flatten(), sample["end_gold"][row].nonzero().flatten()
+        for start, end in zip(starts, ends):
             s, e = int(token[start]), int(token[end])
             # characters of whole words: "Grasse." for the answer "Grasse", alike once normalized
             assert normalize_answer(record["text"][chars[s][0]:chars[e][1]]) == normalize_answer(record["answer"])
