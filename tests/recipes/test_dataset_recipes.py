@@ -68,8 +68,8 @@ def test_hotpotqa_recipe(tmp_path):
 def test_hotpotqa_recipe_smoke_run_on_cpu(hotpotqa_data, tmp_path):  # noqa: F811
     tiny = "--encoder-layers 2 --encoder-embed-dim 64 --encoder-ffn-embed-dim 128 --encoder-attention-heads 4"
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the recipe calls fairseq-train
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": path, "CPU": "1", "DATA": str(hotpotqa_data), "MAX_POSITIONS": "128", "ATTENTION_WINDOW": "8", "MODEL_ARGS": tiny,
-           "SAVE_DIR": str(tmp_path / "save")}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": path, "CPU": "1", "DATA": str(hotpotqa_data),
+           "MAX_POSITIONS": "128", "ATTENTION_WINDOW": "8", "MODEL_ARGS": tiny, "SAVE_DIR": str(tmp_path / "save")}
     done = subprocess.run(["bash", str(REPO / "recipes" / "finetune_hotpotqa.sh"), "--batch-size", "4"], env=env,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
