@@ -1,7 +1,7 @@
 """HotpotQA: longformer-prepare-task on a schema-exact sample (malformed records counted per reason,
 supporting facts cut by --max-input-tokens counted), the task's input layout, token classes and
-global pattern, the gold targets, the head's shapes, and a fairseq-train run that trains and
-evaluates with the official metrics logged."""
+global pattern, the gold targets, the head's shapes, the grown vocabulary on loading a smaller
+checkpoint, and a fairseq-train run that trains and evaluates with the official metrics logged."""
 import json
 import re
 
@@ -100,6 +100,20 @@ def test_head_shapes(hotpotqa_data):
     b, n = sample["net_input"]["src_tokens"].shape
     assert out["span"].shape == (b, n, 2) and out["type"].shape == (b, 3)
     assert out["paragraph"].shape == out["sentence"].shape == (b, n)
+
+
+def test_smaller_checkpoint_loads_with_new_marker_rows(hotpotqa_data):
+    _, model, _ = task_and_model(hotpotqa_data, "longformer_hotpotqa", seed=1)
+    state = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith("span_heads.")}
+    for key in ("encoder.sentence_encoder.embed_tokens.weight", "encoder.lm_head.weight", "encoder.lm_head.bias"):
+        state[key] = state[key][:-5]  # the pretrained checkpoint: no markers, no HotpotQA head
+    pretrained = state["encoder.sentence_encoder.embed_tokens.weight"].clone()
+    _, fresh, _ = task_and_model(hotpotqa_data, "longformer_hotpotqa", seed=2)
+    new_rows = fresh.encoder.sentence_encoder.embed_tokens.weight[-5:].detach().clone()
+    fresh.load_state_dict(state, strict=True, model_cfg=None)
+    embed = fresh.encoder.sentence_encoder.embed_tokens.weight.detach()
+    torch.testing.assert_close(embed[:-5], pretrained)
+    torch.testing.assert_close(embed[-5:], new_rows)
 
 
 def test_hotpotqa_trains_and_evaluates_with_the_official_metrics(hotpotqa_data, tmp_path):
