@@ -26,8 +26,11 @@ def _filler(rng: random.Random, n: int) -> str:
 
 
 def _distractors(rng: random.Random, taken, n: int, words: int) -> list:
+    """Paragraphs about other towns; some end in an empty sentence, which keeps its index (the
+    supporting-fact ids count it): an [s] marker with no words before it."""
     towns = [t for t in TOWNS if t not in taken]
-    return [[town, [f"{town} is a town." + _filler(rng, words)]] for town in rng.sample(towns, n)]
+    return [[town, [f"{town} is a town." + _filler(rng, words)] + [""] * (words == 2)]
+            for town in rng.sample(towns, n)]
 
 
 def bridge(rng: random.Random, i: int, words: int) -> dict:
