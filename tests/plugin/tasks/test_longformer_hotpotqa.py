@@ -5,6 +5,7 @@ checkpoint, and a fairseq-train run that trains and evaluates with the official 
 import json
 import re
 
+import pytest
 import torch
 
 from tests.support.finetune_data import TINY_FINETUNE_ARGS, prepare
@@ -100,6 +101,12 @@ def test_head_shapes(hotpotqa_data):
     b, n = sample["net_input"]["src_tokens"].shape
     assert out["span"].shape == (b, n, 2) and out["type"].shape == (b, 3)
     assert out["paragraph"].shape == out["sentence"].shape == (b, n)
+
+
+def test_data_prepared_for_longer_inputs_than_the_model_is_refused(hotpotqa_data):
+    task, _, _ = task_and_model(hotpotqa_data, "longformer_hotpotqa", "--max-positions", "64")
+    with pytest.raises(ValueError, match="more than --max-positions 64: prepare the data with --max-input-tokens 64"):
+        task.load_dataset("train")
 
 
 def test_smaller_checkpoint_loads_with_new_marker_rows(hotpotqa_data):
