@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Fine-tune a Longformer on data from longformer-prepare-task: long-document classification or
-# extractive QA, global attention on the task's tokens (classification <s>, QA the question).
+# Fine-tune a Longformer on data from longformer-prepare-task: long-document classification,
+# extractive QA or HotpotQA, global attention on the task's tokens (classification <s>, QA the
+# question, HotpotQA the question, titles and sentence markers).
 #
 #   DATA=data-bin/imdb RESTORE=longformer.pt bash recipes/finetune.sh classification [flags]
 #   DATA=data-bin/triviaqa RESTORE=longformer.pt bash recipes/finetune.sh qa [flags]
+#   DATA=data-bin/hotpotqa RESTORE=longformer.pt bash recipes/finetune.sh hotpotqa [flags]
 #
 # The paper's settings are the defaults (Beltagy et al. 2020, appendix; allenai scripts): Adam,
 # lr 3e-5, linear warmup then linear decay, batch 32; 15 epochs for classification (IMDB,
@@ -21,19 +23,20 @@
 #   MAX_POSITIONS=4096        ATTENTION_WINDOW=256 (one-sided; also --pad-to-multiple)
 #   GLOBAL_ATTENTION=task     task | none
 #   NO_GLOBAL_PROJECTIONS=0   1: global attention through Q, K, V (the "no linear proj." ablation)
-#   LR=3e-5 BATCH_SIZE=32 UPDATE_FREQ=1 MAX_EPOCH=15 (qa: 5) WARMUP_PERCENT=10 DROPOUT=0.1
+#   LR=3e-5 BATCH_SIZE=32 UPDATE_FREQ=1 MAX_EPOCH=15 (qa, hotpotqa: 5) WARMUP_PERCENT=10 DROPOUT=0.1
 #   DOC_STRIDE=1024 (qa)      context tokens between two windows' starts
 #   CPU=0                     1: --cpu
 #   SEED=1 LOG_INTERVAL=20    DRY_RUN=0 (1: print the command)
 # Extra arguments are appended to fairseq-train's (the last one given wins).
 set -euo pipefail
 
-TASK="${1:?usage: recipes/finetune.sh classification|qa [fairseq-train flags]}"
+TASK="${1:?usage: recipes/finetune.sh classification|qa|hotpotqa [fairseq-train flags]}"
 shift
 case "$TASK" in
   classification) METRIC=accuracy; DEFAULT_EPOCHS=15; TASK_ARGS=() ;;
   qa) METRIC=f1; DEFAULT_EPOCHS=5; TASK_ARGS=(--doc-stride "${DOC_STRIDE:-1024}") ;;
-  *) echo "recipes/finetune.sh: task must be classification or qa, got '$TASK'" >&2; exit 2 ;;
+  hotpotqa) METRIC=joint_f1; DEFAULT_EPOCHS=5; TASK_ARGS=() ;;
+  *) echo "recipes/finetune.sh: task must be classification, qa or hotpotqa, got '$TASK'" >&2; exit 2 ;;
 esac
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DATA="${DATA:?set DATA to a folder written by longformer-prepare-task}"

@@ -3,8 +3,10 @@ folder (config.json, model.safetensors, fairseq_dict.txt, tokenizer files when a
 given) that ``transformers.LongformerForMaskedLM.from_pretrained(OUTDIR)`` loads offline. A
 fine-tuned checkpoint exports its head: ``LongformerForSequenceClassification`` (task
 longformer_classification, labels from its label/dict.txt) or ``LongformerForQuestionAnswering``
-(longformer_qa); ``--head-name`` picks one when the checkpoint holds several. An LED checkpoint
-(arch led_*, from longformer-convert-bart) exports as ``LEDForConditionalGeneration``.
+(longformer_qa); ``--head-name`` picks one when the checkpoint holds several. A head without a
+transformers class (HotpotQA's, WikiHop's) is refused with exit status 2 and nothing written;
+``--encoder-only`` leaves the heads out and exports the rest as LongformerForMaskedLM. An LED
+checkpoint (arch led_*, from longformer-convert-bart) exports as ``LEDForConditionalGeneration``.
 
 The window is converted to HF's two-sided convention (2w per layer). Settings HF cannot represent
 (dilation, causal attention, ...) stop the export with an error naming them; nothing is written
@@ -35,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--head-name", metavar="NAME",
                         help="the head to export when the checkpoint holds several (a classification head's "
                              "--classification-head-name or a QA head's --span-head-name); default: the only one")
+    parser.add_argument("--encoder-only", action="store_true",
+                        help="leave the task heads out: the encoder and the LM head as LongformerForMaskedLM "
+                             "(for a head no transformers class computes, e.g. longformer_hotpotqa's)")
     add_trust_flag(parser)
     tok = parser.add_argument_group("tokenizer (optional; the one the fairseq data was made with)")
     tok.add_argument("--gpt2-encoder-json", metavar="FILE", help="GPT-2 BPE encoder.json (RoBERTa's BPE)")
@@ -67,7 +72,7 @@ def _export(args) -> int:
     tokenizer = TokenizerFiles(args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model)
     try:
         result = export_checkpoint(args.checkpoint, args.outdir, args.dict_path, tokenizer, args.overwrite,
-                                   args.head_name, args.label_dict_path)
+                                   args.head_name, args.label_dict_path, args.encoder_only)
     except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
         print(f"longformer-export-hf: error: {error}", file=sys.stderr)
         return 2

@@ -3,7 +3,8 @@
 
 * a Longformer -> ``LongformerForMaskedLM``, or for a fine-tuned checkpoint its task head as
   ``LongformerForSequenceClassification`` (labels from the task's label dictionary) or
-  ``LongformerForQuestionAnswering`` (``families.longformer_heads``);
+  ``LongformerForQuestionAnswering`` (``families.longformer_heads``; a head no transformers class
+  computes, such as HotpotQA's, is refused: ``--encoder-only`` exports the body as a masked LM);
 * an LED (arch ``led_*``) -> ``LEDForConditionalGeneration``.
 
 The folder: ``config.json``, ``model.safetensors``, ``fairseq_dict.txt`` (the dictionary copy,
@@ -26,8 +27,8 @@ from .families import led as led_family
 from .families.longformer import WEIGHTS_NAME, fairseq_to_hf_state, hf_config_dict
 from .families.longformer_checks import inspect_model
 from .families.longformer_heads import (
-    checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, keep_only_head, model_heads,
-    task_labels,
+    checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
+    model_heads, refuse_heads_without_hf_class, task_labels,
 )
 from .rules import DICT_COPY, check_shapes, write_dictionary_copy
 from .tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
@@ -78,6 +79,8 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
     in class order. All checks run before anything is written."""
     transformers, _ = _hf_imports()
     head = choose_head(model_heads(model), head_name, "the model")
+    if head is not None:
+        refuse_heads_without_hf_class(head, head_module(model, head).state_dict())
     layout = inspect_model(model, dictionary, head)
     config = hf_config_dict(layout, dictionary, labels)
     tensors = fairseq_to_hf_state(model.state_dict(), layout)
@@ -106,10 +109,11 @@ def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
     return found
 
 
-def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None):
+def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None,
+                            encoder_only: bool = False):
     """(model, task, head) from a fairseq Longformer checkpoint through fairseq's own builders and
     upgrades; the model holds exactly the checkpoint's head ``head`` (``head_name``, else the only
-    one; None: no head), with the checkpoint's weights.
+    one; None: no head, also with ``encoder_only``), with the checkpoint's weights.
 
     The task's dictionaries (dict.txt; input0/dict.txt and label/dict.txt for classification):
     ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data folder."""
@@ -120,8 +124,12 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
     checkpoint = fairseq_checkpoint.checkpoint_file(checkpoint)
     state = fairseq_checkpoint.load_upgraded(checkpoint, "Longformer")
     cfg = state["cfg"]
-    head = choose_head(checkpoint_heads(state["model"]), head_name, f"checkpoint {str(checkpoint)!r}")
+    if encoder_only and head_name is not None:
+        raise ValueError("--encoder-only exports no head: leave out --head-name")
+    head = None if encoder_only else choose_head(checkpoint_heads(state["model"]), head_name,
+                                                 f"checkpoint {str(checkpoint)!r}")
     head_tensors = checkpoint_head_tensors(state["model"], head) if head is not None else {}
+    refuse_heads_without_hf_class(head, head_tensors)
 
     roots = [checkpoint.parent] + ([Path(str(cfg.task.data).split(os.pathsep)[0])] if cfg.task.get("data") else [])
     token_dict, label_dict = dictionary_files(cfg.task.get("_name"))
@@ -222,15 +230,16 @@ def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[Tokenize
 
 def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                       overwrite: bool = False, head_name: Optional[str] = None,
-                      label_dict_path=None) -> ExportResult:
+                      label_dict_path=None, encoder_only: bool = False) -> ExportResult:
     """``longformer-export-hf``: fairseq checkpoint (+ its dictionaries) -> Hugging Face folder, the
-    HF class chosen by the checkpoint's family."""
+    HF class chosen by the checkpoint's family; ``encoder_only``: a Longformer's task heads left
+    out (a masked LM)."""
     check_output_dir(out_dir, overwrite)  # fail before the slow checkpoint load
     if tokenizer is not None:
         tokenizer.kind  # noqa: B018  (validates the tokenizer flags, same reason)
     if fairseq_checkpoint.architecture(fairseq_checkpoint.checkpoint_file(checkpoint)).startswith("led"):
-        if head_name is not None or label_dict_path is not None:
-            raise ValueError("--head-name / --label-dict: an LED checkpoint has no task heads")
+        if head_name is not None or label_dict_path is not None or encoder_only:
+            raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
         return export_led(checkpoint, out_dir, dict_path, tokenizer, overwrite)
-    model, task, head = load_fairseq_checkpoint(checkpoint, dict_path, label_dict_path, head_name)
+    model, task, head = load_fairseq_checkpoint(checkpoint, dict_path, label_dict_path, head_name, encoder_only)
     return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite, labels=task_labels(task, head))

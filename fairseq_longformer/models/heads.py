@@ -9,9 +9,15 @@ the layout of Hugging Face's ``LongformerForQuestionAnswering.qa_outputs``. The 
 ``LongformerCandidateHead``: multiple choice (WikiHop), one Linear (C -> 1) per token; the task
 reads its logit at each candidate's ``[ent]`` token. It lives in ``model.span_heads`` too (a
 per-token head like the span head, so the same forward and checkpoint upgrade serve it).
+
+``LongformerHotpotQAHead``: HotpotQA's four outputs from one encoder pass: answer start/end logits
+per token (as the span head), the question type (span / yes / no) from the ``<s>`` features, and
+one supporting-fact logit per token for paragraphs (read at each ``<t>``) and for sentences (read
+at each ``[s]``). Also in ``model.span_heads``; it has no transformers class (the export refuses
+it and says how to export the encoder).
 """
 import logging
-from typing import MutableMapping
+from typing import Dict, MutableMapping
 
 from torch import Tensor, nn
 
@@ -38,6 +44,25 @@ class LongformerCandidateHead(nn.Module):
 
     def forward(self, features: Tensor) -> Tensor:
         return self.candidate_score(features).squeeze(-1)
+
+
+class LongformerHotpotQAHead(nn.Module):
+    """features (B, N, C) -> {"span": (B, N, 2) start and end, "type": (B, 3) span/yes/no logits
+    from features[:, 0], "paragraph": (B, N), "sentence": (B, N)}."""
+
+    QUESTION_TYPES = 3  # 0 a span of the context, 1 yes, 2 no
+
+    def __init__(self, embed_dim: int):
+        super().__init__()
+        self.qa_outputs = nn.Linear(embed_dim, 2)
+        self.question_type = nn.Linear(embed_dim, self.QUESTION_TYPES)
+        self.paragraph_score = nn.Linear(embed_dim, 1)
+        self.sentence_score = nn.Linear(embed_dim, 1)
+
+    def forward(self, features: Tensor) -> Dict[str, Tensor]:
+        return {"span": self.qa_outputs(features), "type": self.question_type(features[:, 0]),
+                "paragraph": self.paragraph_score(features).squeeze(-1),
+                "sentence": self.sentence_score(features).squeeze(-1)}
 
 
 def upgrade_span_heads(span_heads: nn.ModuleDict, state_dict: MutableMapping[str, Tensor], prefix: str) -> None:

@@ -1,6 +1,6 @@
 """Loading a checkpoint into a model whose dictionary grew: a task that adds symbols (WikiHop's
-``[q] [/q] [ent] [/ent]``, appended after ``<mask>``) builds embeddings with more rows than the
-pretrained checkpoint holds. fairseq loads state dicts strictly, so the checkpoint's token rows are
+``[q] [/q] [ent] [/ent]``, HotpotQA's ``[q] [/q] <t> </t> [s]``, appended after ``<mask>``) builds
+embeddings with more rows than the pretrained checkpoint holds. fairseq loads state dicts strictly, so the checkpoint's token rows are
 extended with the model's own freshly initialised rows (random, as the paper starts its new
 tokens); every pretrained row keeps its id.
 """

@@ -1,8 +1,7 @@
 """What the fine-tuning tasks (``longformer_classification``, ``longformer_qa``,
-``longformer_wikihop``) share: the flags ``--global-attention {task,none}``, ``--global-classes``
-(which token classes of ``token_classes`` attend globally), ``--max-positions`` and
-``--pad-to-multiple``, the
-check that examples fit the model, and the batch layout: tokens and the global-attention mask
+``longformer_wikihop``, ``longformer_hotpotqa``) share: the flags ``--global-attention
+{task,none}``, ``--global-classes`` (which token classes of ``token_classes`` attend globally),
+``--max-positions`` and ``--pad-to-multiple``, the check that examples fit the model, and the batch layout: tokens and the global-attention mask
 padded together (to the next multiple of ``--pad-to-multiple``) and carried in ``net_input``,
 whence ``model(**net_input)`` hands the mask to the encoder and every layer. Rows of a batch may
 have different numbers of global tokens; with ``none`` the batch has no mask at all.
@@ -34,7 +33,8 @@ class LongformerFinetuneConfig(FairseqDataclass):
     global_classes: str = field(
         default="", metadata={"help": "comma-separated token classes with global attention: cls (<s>), question, "
                                       "candidate, title, sentence; empty: the task's default (classification cls, "
-                                      "QA cls,question, WikiHop question,candidate)"})
+                                      "QA cls,question, WikiHop question,candidate, "
+                                      "HotpotQA question,title,sentence)"})
     pad_to_multiple: int = field(default=1, metadata={"help": "pad each batch to the next multiple of this "
                                                                "(the attention window keeps it on the chunk grid)"})
     seed: int = II("common.seed")

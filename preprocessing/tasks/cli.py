@@ -8,6 +8,7 @@ pretrained model's dictionary (output layouts: docs/finetuning.md and the writer
   triviaqa       --train qa/wikipedia-train.json --valid qa/wikipedia-dev.json --evidence evidence/wikipedia
   arxiv          --train train.txt --valid val.txt [--test test.txt]   (PubMed: the same format)
   wikihop        --train wikihop/train.json --valid wikihop/dev.json      (qangaroo v1.1)
+  hotpotqa       --train hotpot_train_v1.1.json --valid hotpot_dev_distractor_v1.json [--max-input-tokens 4096]
 
 The output is built in a temporary folder and renamed into place at the end
 (``atomic.staged_folder``: a failed or killed run leaves nothing under the final name). Bad
@@ -26,13 +27,13 @@ import sys
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 from ..tokenizer import TokenizerSpec, train_sentencepiece
-from . import arxiv, hyperpartisan, imdb, jsonl, triviaqa, wikihop
-from .examples import QA, BadExample, Classification, MultipleChoice, Summary, texts_of
+from . import arxiv, hotpotqa, hyperpartisan, imdb, jsonl, triviaqa, wikihop
+from .examples import QA, BadExample, Classification, MultiHop, MultipleChoice, Summary, texts_of
 from .writers import render_markdown, report, write_splits
 
 SPM_NAME = "spm.model"
 SHAPES = {"classification": Classification, "qa": QA, "imdb": Classification, "hyperpartisan": Classification,
-          "triviaqa": QA, "arxiv": Summary, "wikihop": MultipleChoice}
+          "triviaqa": QA, "arxiv": Summary, "wikihop": MultipleChoice, "hotpotqa": MultiHop}
 
 
 def _tokenizer_options() -> argparse.ArgumentParser:
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     for kind, what in (("classification", "JSON lines"), ("qa", "JSON lines"), ("arxiv", "JSON lines (arXiv/PubMed)"),
-                       ("wikihop", "qangaroo WikiHop JSON")):
+                       ("wikihop", "qangaroo WikiHop JSON"), ("hotpotqa", "HotpotQA JSON (distractor setting)")):
         k = kinds.add_parser(kind, parents=[common], help=f"{kind}: {what}")
         k.add_argument("--train", required=True, metavar="FILE", help=f"training {what}")
         k.add_argument("--valid", required=True, metavar="FILE", help=f"validation {what}")
@@ -66,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sources cut to this many tokens, </s> included (default: 16384, the paper's LED input)")
     arx.add_argument("--max-target-tokens", type=int, default=1024,
                      help="targets cut to this many tokens, </s> included (default: 1024, the decoder's positions)")
+    kinds.choices["hotpotqa"].add_argument(
+        "--max-input-tokens", type=int, default=4096,
+        help="each example cut to one model input of this many tokens, markers included (default: 4096)")
     k = kinds.add_parser("imdb", parents=[common], help="IMDB: aclImdb split folders")
     k.add_argument("--train", required=True, metavar="DIR", help="aclImdb/train")
     k.add_argument("--valid", required=True, metavar="DIR", help="aclImdb/test (the paper reports on it)")
@@ -112,7 +116,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for path in folders:
         if path is not None and not os.path.isdir(path):
             parser.error(f"{path} is not a folder")
-    for name in ("max_source_tokens", "max_target_tokens", "max_train_context_tokens"):
+    for name in ("max_source_tokens", "max_target_tokens", "max_train_context_tokens", "max_input_tokens"):
         if getattr(a, name, 2) < 2:
             parser.error(f"--{name.replace('_', '-')} must be at least 2, got {getattr(a, name)}")
     destdir = os.path.realpath(a.destdir)
@@ -142,6 +146,8 @@ def splits_of(a: argparse.Namespace) -> Dict[str, Tuple[str, Callable[[], Iterat
         return {s: (p, lambda p=p: arxiv.read(p)) for s, p in named.items() if p is not None}
     if a.kind == "wikihop":
         return {s: (p, lambda p=p: wikihop.read(p)) for s, p in named.items() if p is not None}
+    if a.kind == "hotpotqa":
+        return {s: (p, lambda p=p: hotpotqa.read(p)) for s, p in named.items() if p is not None}
     if a.kind == "triviaqa":
         return {s: (p, lambda p=p, s=s: triviaqa.read(p, a.evidence, s == "train", a.max_train_context_tokens))
                 for s, p in named.items() if p is not None}

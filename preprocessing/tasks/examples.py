@@ -1,4 +1,4 @@
-"""The four shapes of fine-tuning example every reader yields, and the bad-record signal.
+"""The five shapes of fine-tuning example every reader yields, and the bad-record signal.
 
 A reader is a generator over one split that yields examples or ``BadExample`` instances (a bad
 record is data: counted under its reason, reported one line per reason, never fatal unless the
@@ -62,6 +62,23 @@ class MultipleChoice:
     key: dict = field(default_factory=dict)
 
 
+@dataclass
+class MultiHop:
+    """A question over titled paragraphs of sentences, with an answer and the supporting sentences
+    (HotpotQA, distractor setting). ``answer_type``: 0 a span of the context, 1 "yes", 2 "no";
+    ``spans``: every occurrence of a span answer as (paragraph, sentence, first word, last word),
+    the words being the sentence's whitespace words (``answer_spans.words_of``), inclusive;
+    ``supporting``: the supporting facts as (paragraph, sentence) indices of ``paragraphs``."""
+
+    question: str
+    paragraphs: List[Tuple[str, List[str]]]  # (title, sentences)
+    answer: str
+    answer_type: int
+    spans: List[Tuple[int, int, int, int]]
+    supporting: List[Tuple[int, int]]
+    key: dict = field(default_factory=dict)
+
+
 def check_label(label: str) -> str:
     """A label is one dictionary word: whitespace inside it would corrupt ``label/dict.txt``."""
     if any(ch.isspace() for ch in label):
@@ -77,4 +94,6 @@ def texts_of(example) -> List[str]:
         return [example.question, example.context]
     if isinstance(example, MultipleChoice):
         return [example.question, *example.candidates, *example.supports]
+    if isinstance(example, MultiHop):
+        return [example.question, *(text for title, sentences in example.paragraphs for text in [title, *sentences])]
     return [example.source, example.target]

@@ -9,6 +9,13 @@ one Linear C -> 2, start and end logits per token). An HF model carries one unna
 ``LongformerForQuestionAnswering`` (``qa_outputs``). Export takes the only head, or the one named
 (``--head-name``); a model without heads is a masked LM. The key rows: ``longformer.HEAD_TABLE``.
 
+Heads without a transformers class: a HotpotQA head (task ``longformer_hotpotqa``: span, question
+type and supporting-fact logits in one module) and WikiHop's candidate scorer
+(``LongformerForMultipleChoice`` reads one sequence per candidate, not one logit per ``[ent]``)
+live in ``model.span_heads`` too; an export that would carry one is refused
+(``refuse_heads_without_hf_class``) naming the way to export the encoder instead:
+``--encoder-only``, the body and LM head as ``LongformerForMaskedLM``.
+
 Labels: the classification task reads ``label/dict.txt`` as a fairseq ``Dictionary`` and gives
 the label at index ``nspecial + k`` the class k; ``id2label`` therefore lists the dictionary's
 symbols after its specials, in the dictionary's order.
@@ -94,6 +101,26 @@ def choose_head(heads: Sequence[HeadRef], name: Optional[str], where: str) -> Op
         raise ValueError(f"--head-name {name!r}: {where} has {'several heads' if named else 'no head'} of that "
                          f"name; its heads: {_listing(heads)}")
     return named[0]
+
+
+# a tensor only that head holds -> what it is (span heads are told apart by their layers' names)
+NO_HF_CLASS = {
+    "question_type.weight": "a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting "
+                            "paragraphs and sentences)",
+    "candidate_score.weight": "a WikiHop candidate head (task longformer_wikihop: one logit per [ent] token)",
+}
+
+
+def refuse_heads_without_hf_class(head: Optional[HeadRef], tensor_names) -> None:
+    """ValueError (one line) when ``head``, holding ``tensor_names``, is a head no transformers
+    class computes; it names the head and the encoder-only export."""
+    if head is None or head.kind != "span":
+        return
+    for name, what in NO_HF_CLASS.items():
+        if name in tensor_names:
+            raise ValueError(f"head {head.name!r} is {what}, which no transformers class computes: nothing written; "
+                             "export the encoder alone with --encoder-only (LongformerForMaskedLM, whose encoder "
+                             "LongformerModel.from_pretrained loads)")
 
 
 def head_module(model, head: HeadRef) -> nn.Module:

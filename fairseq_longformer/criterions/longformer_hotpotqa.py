@@ -1,0 +1,114 @@
+"""Criterion ``longformer_hotpotqa``: the four HotpotQA losses combined linearly, and in evaluation
+the official answer, supporting-fact and joint EM/F1 (``hotpotqa_metrics``).
+
+Loss of an example: ``--span-loss-weight`` x (-log sum_{gold starts} p(start) - log sum_{gold ends}
+p(end)), the softmax over the sentences' tokens, only when a span answer is left in the input;
+``--type-loss-weight`` x cross entropy of the question type (span / yes / no); the
+``--paragraph-loss-weight`` and ``--sentence-loss-weight`` x binary cross entropy summed over the
+example's ``<t>`` (paragraph supports the answer) and ``[s]`` (sentence is a supporting fact)
+logits. Logged: ``loss`` in bits per example.
+Prediction: "yes" / "no" when the type head says so, else the best span (s <= e < s +
+--max-answer-tokens, both on sentence tokens, largest log p(start) + log p(end)); supporting facts
+are the sentences whose logit is positive (probability above 1/2), as (title, sentence index).
+Metrics in percent of examples: ``em``/``f1`` (answer), ``sp_em``/``sp_f1``, ``joint_em``/``joint_f1``,
+the gold facts being all the record's, also those the input cut away.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from fairseq.criterions import FairseqCriterion, register_criterion
+
+from .finetune_metrics import log_loss, log_percents
+from .hotpotqa_metrics import example_scores
+from .longformer_qa import best_window_spans
+
+ANSWERS = {1: "yes", 2: "no"}  # question types with a fixed answer; 0 is a span
+METRICS = {"em": "_em", "f1": "_f1", "sp_em": "_sp_em", "sp_f1": "_sp_f1", "joint_em": "_joint_em",
+           "joint_f1": "_joint_f1"}
+
+
+def marker_losses(logits: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor,
+                  target: torch.Tensor) -> torch.Tensor:
+    """logits (B, N), positions/valid/target (B, K) -> (B,) binary cross entropy summed over each
+    row's valid markers."""
+    picked = logits.float().gather(1, positions)
+    loss = F.binary_cross_entropy_with_logits(picked, target.to(picked), reduction="none")
+    return loss.masked_fill(~valid, 0.0).sum(dim=1)
+
+
+@register_criterion("longformer_hotpotqa")
+class LongformerHotpotQACriterion(FairseqCriterion):
+    def __init__(self, task):
+        super().__init__(task)
+        cfg = task.cfg
+        self.head_name, self.max_answer = cfg.hotpotqa_head_name, cfg.max_answer_tokens
+        self.weights = {"span": cfg.span_loss_weight, "type": cfg.type_loss_weight,
+                        "paragraph": cfg.paragraph_loss_weight, "sentence": cfg.sentence_loss_weight}
+
+    def forward(self, model, sample, reduce=True):
+        out, _ = model(**sample["net_input"], span_head_name=self.head_name)
+        context = sample["context_token"].ge(0)
+        start_lp = torch.log_softmax(out["span"][..., 0].float().masked_fill(~context, -math.inf), dim=-1)
+        end_lp = torch.log_softmax(out["span"][..., 1].float().masked_fill(~context, -math.inf), dim=-1)
+        # only rows with a span answer: another row's gold sum is log(0), whose gradient is NaN
+        # even when the row's loss is masked out afterwards
+        has_span = sample["has_span"]
+        span = -(start_lp[has_span].masked_fill(~sample["start_gold"][has_span], -math.inf).logsumexp(-1)
+                 + end_lp[has_span].masked_fill(~sample["end_gold"][has_span], -math.inf).logsumexp(-1))
+        losses = {
+            "span": span.sum(),
+            "type": F.cross_entropy(out["type"].float(), sample["type_target"], reduction="sum"),
+            "paragraph": marker_losses(out["paragraph"], sample["paragraph_positions"], sample["paragraph_valid"],
+                                       sample["paragraph_target"]).sum(),
+            "sentence": marker_losses(out["sentence"], sample["sentence_positions"], sample["sentence_valid"],
+                                      sample["sentence_target"]).sum(),
+        }
+        loss = sum(self.weights[name] * value for name, value in losses.items())
+        examples = sample["nsentences"]
+        logging_output = {"loss": loss.data, "ntokens": sample["ntokens"], "nsentences": examples,
+                          "sample_size": examples, **{f"{name}_loss": value.data for name, value in losses.items()}}
+        if not model.training:
+            logging_output.update(self.score(sample, out, start_lp.detach(), end_lp.detach()))
+            logging_output["_nexamples"] = examples
+        return loss, examples, logging_output
+
+    def score(self, sample, out, start_lp, end_lp) -> dict:
+        """Summed official scores of the batch's examples."""
+        rows, n = start_lp.shape
+        zeros = torch.zeros(rows, dtype=torch.long)
+        _, first, last = best_window_spans(start_lp, end_lp, zeros, torch.full((rows,), n), self.max_answer)
+        kinds = out["type"].argmax(-1).tolist()
+        sentence_logits = out["sentence"].float().gather(1, sample["sentence_positions"])
+        chosen = (sentence_logits > 0) & sample["sentence_valid"]
+        sums = dict.fromkeys(METRICS.values(), 0.0)
+        for row, record in enumerate(sample["records"]):
+            prediction = ANSWERS.get(kinds[row])
+            if prediction is None:
+                s, e = int(sample["context_token"][row, first[row]]), int(sample["context_token"][row, last[row]])
+                chars = record["token_chars"]
+                prediction = record["text"][chars[s][0]:chars[e][1]] if 0 <= s <= e else ""
+            facts = [(title, k) for title, count in record["paragraphs"] for k in range(count)]
+            predicted = [facts[k] for k in chosen[row].nonzero().flatten().tolist()]
+            answer, supporting, joint = example_scores(prediction, record["answer"], predicted, record["supporting"])
+            for name, scores in (("", answer), ("sp_", supporting), ("joint_", joint)):
+                sums[f"_{name}em"] += scores.em
+                sums[f"_{name}f1"] += scores.f1
+        return sums
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        total = log_loss(logging_outputs)
+        if total is None:
+            return
+        examples = max(total("sample_size"), 1)
+        from fairseq.logging import metrics
+
+        for name in ("span", "type", "paragraph", "sentence"):  # each loss in nats per example
+            metrics.log_scalar(f"{name}_loss", total(f"{name}_loss") / examples, examples, round=3)
+        if total("_nexamples") > 0:  # evaluation only
+            log_percents(METRICS, "_nexamples", total)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

@@ -1,0 +1,177 @@
+"""Task ``longformer_hotpotqa``: multi-hop QA with supporting facts (HotpotQA, distractor setting),
+the paper's single-stage model (its Table 9 setting without the paragraph-selection stage: all ten
+paragraphs in one input).
+
+Input ``<s> [q] question [/q] <t> title </t> sentence [s] sentence [s] ... <t> title </t> ... </s>``;
+the five markers are added to the dictionary after ``<mask>`` (pretrained rows keep their ids; the
+model grows its embedding, ``models/vocabulary.py``). Token classes: ``<s>`` cls, ``[q] question
+[/q]`` question, ``<t> title </t>`` title, each ``[s]`` sentence, the sentences' words none; global
+attention on question, titles and sentence markers by default (``--global-classes
+question,title,sentence``). One head (``models/heads.py``) gives the answer's start and end over the
+sentences' tokens, the question type (span / yes / no) at ``<s>``, a supporting-paragraph logit at
+each ``<t>`` and a supporting-sentence logit at each ``[s]``; the criterion adds the four losses
+with the ``--*-loss-weight`` flags. Each example is one input: ``longformer-prepare-task hotpotqa
+--max-input-tokens`` cut it to fit (and counted the supporting facts it cut away).
+"""
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import List
+
+import numpy as np
+import torch
+from fairseq.data import Dictionary
+from fairseq.tasks import register_task
+
+from ..models.heads import LongformerHotpotQAHead
+from .finetune_base import (
+    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
+)
+from .token_classes import CLS, QUESTION, SENTENCE, TITLE
+
+logger = logging.getLogger(__name__)
+
+MARKERS = ("[q]", "[/q]", "<t>", "</t>", "[s]")
+
+
+@dataclass
+class LongformerHotpotQAConfig(LongformerFinetuneConfig):
+    hotpotqa_head_name: str = field(default="hotpotqa", metadata={"help": "name of the HotpotQA head"})
+    max_answer_tokens: int = field(default=30, metadata={"help": "longest predicted answer, in tokens"})
+    span_loss_weight: float = field(default=1.0, metadata={"help": "weight of the answer start/end loss"})
+    type_loss_weight: float = field(default=1.0, metadata={"help": "weight of the question-type (span/yes/no) loss"})
+    paragraph_loss_weight: float = field(default=1.0, metadata={"help": "weight of the supporting-paragraph loss"})
+    sentence_loss_weight: float = field(default=1.0, metadata={"help": "weight of the supporting-sentence loss"})
+
+
+def _starts(counts) -> np.ndarray:
+    counts = np.asarray(counts, dtype=np.int64)
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(counts) else counts
+
+
+class HotpotQADataset(ExampleDataset):
+    """Items: an example's input (N,) tokens and (N,) token classes, the positions of its ``<t>``
+    and ``[s]`` markers, the input position of each of its sentence tokens, and its record."""
+
+    def __init__(self, questions, titles, sentences, records: List[dict], dictionary: Dictionary,
+                 max_positions: int, global_classes, multiple: int, shuffle: bool, seed: int):
+        self.questions, self.titles, self.sentences, self.records = questions, titles, sentences, records
+        self.dictionary, self.global_classes, self.multiple = dictionary, global_classes, multiple
+        self.marker = {m: dictionary.index(m) for m in MARKERS}
+        paragraphs = [len(r["paragraphs"]) for r in records]
+        counts = [sum(n for _, n in r["paragraphs"]) for r in records]  # kept sentences per example
+        if sum(paragraphs) != len(titles) or sum(counts) != len(sentences):
+            raise ValueError(f"the side file names {sum(paragraphs)} paragraphs and {sum(counts)} sentences, "
+                             f"the binaries hold {len(titles)} and {len(sentences)}")
+        self.first_title, self.first_sentence = _starts(paragraphs), _starts(counts)
+        title_sizes, sentence_sizes = np.asarray(titles.sizes), np.asarray(sentences.sizes)
+        sizes = np.array([4 + int(questions.sizes[i])  # <s> [q] q [/q] ... </s>
+                          + int((title_sizes[self.first_title[i]:self.first_title[i] + paragraphs[i]] + 2).sum())
+                          + int((sentence_sizes[self.first_sentence[i]:self.first_sentence[i] + counts[i]] + 1).sum())
+                          for i in range(len(records))], dtype=np.int64)
+        if len(sizes) and sizes.max() > max_positions:
+            worst = int(np.argmax(sizes))
+            raise ValueError(f"example {records[worst].get('id', worst)} has {int(sizes[worst])} tokens, more than "
+                             f"--max-positions {max_positions}: prepare the data with --max-input-tokens {max_positions}")
+        super().__init__(sizes, shuffle, seed)
+
+    def __getitem__(self, index):
+        d, m, record = self.dictionary, self.marker, self.records[index]
+        pieces = [([d.bos()], CLS), ([m["[q]"], *self.questions[index].tolist(), m["[/q]"]], QUESTION)]
+        at = len(pieces[0][0]) + len(pieces[1][0])
+        titles, sentences, token_position = [], [], []
+        t, s = int(self.first_title[index]), int(self.first_sentence[index])
+        for _, count in record["paragraphs"]:
+            piece = [m["<t>"], *self.titles[t].tolist(), m["</t>"]]
+            pieces.append((piece, TITLE))
+            titles.append(at)
+            at, t = at + len(piece), t + 1
+            for _ in range(count):
+                words = self.sentences[s].tolist()
+                pieces += [(words, 0), ([m["[s]"]], SENTENCE)]
+                token_position += range(at, at + len(words))
+                sentences.append(at + len(words))
+                at, s = at + len(words) + 1, s + 1
+        pieces.append(([d.eos()], 0))
+        tokens = torch.tensor([tok for piece, _ in pieces for tok in piece], dtype=torch.long)
+        classes = torch.tensor([cls for piece, cls in pieces for _ in piece], dtype=torch.long)
+        return {"id": index, "tokens": tokens, "classes": classes, "titles": titles, "sentences": sentences,
+                "token_position": token_position, "record": record}
+
+    def collater(self, samples):
+        if not samples:
+            return {}
+        sources = [s["tokens"] for s in samples]
+        net_input = collate_inputs(sources, global_masks([s["classes"] for s in samples], self.global_classes),
+                                   self.dictionary.pad(), self.multiple)
+        shape = net_input["src_tokens"].shape
+        start_gold, end_gold = torch.zeros(shape, dtype=torch.bool), torch.zeros(shape, dtype=torch.bool)
+        context_token = torch.full(shape, -1, dtype=torch.long)  # flat sentence-token index; -1: no word
+        for row, s in enumerate(samples):
+            positions = torch.tensor(s["token_position"], dtype=torch.long)
+            context_token[row, positions] = torch.arange(len(positions))
+            for first, last in s["record"]["spans"]:
+                start_gold[row, positions[first]] = end_gold[row, positions[last]] = True
+        batch = {
+            "id": torch.tensor([s["id"] for s in samples]),
+            "net_input": net_input,
+            "start_gold": start_gold,  # (B, N) every occurrence of a span answer
+            "end_gold": end_gold,
+            "has_span": start_gold.any(dim=1),  # (B,) rows with a span answer left in the input
+            "context_token": context_token,  # (B, N)
+            "type_target": torch.tensor([s["record"]["answer_type"] for s in samples]),  # (B,)
+            "records": [s["record"] for s in samples],
+            "nsentences": len(samples),
+            "ntokens": sum(len(t) for t in sources),
+        }
+        for kind, gold in (("paragraph", "support_paragraphs"), ("sentence", "support_sentences")):
+            where = [s["titles" if kind == "paragraph" else "sentences"] for s in samples]
+            width = max(1, max(len(w) for w in where))
+            positions = torch.zeros(len(samples), width, dtype=torch.long)
+            valid = torch.zeros(len(samples), width, dtype=torch.bool)
+            target = torch.zeros(len(samples), width)
+            for row, (w, s) in enumerate(zip(where, samples)):
+                positions[row, :len(w)] = torch.tensor(w, dtype=torch.long)
+                valid[row, :len(w)] = True
+                target[row, s["record"][gold]] = 1.0
+            batch.update({f"{kind}_positions": positions, f"{kind}_valid": valid, f"{kind}_target": target})  # (B, P|S)
+        return batch
+
+
+@register_task("longformer_hotpotqa", dataclass=LongformerHotpotQAConfig)
+class LongformerHotpotQATask(LongformerFinetuneTask):
+    cfg: LongformerHotpotQAConfig
+    DEFAULT_GLOBAL_CLASSES = "question,title,sentence"
+
+    def __init__(self, cfg, dictionary: Dictionary):
+        super().__init__(cfg, dictionary)
+        if cfg.max_answer_tokens < 1:
+            raise ValueError(f"--max-answer-tokens must be >= 1, got {cfg.max_answer_tokens}")
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        dictionary = cls.load_token_dictionary(os.path.join(cfg.data, "dict.txt"))
+        for marker in MARKERS:  # after <mask>: a pretrained model's rows keep their ids
+            dictionary.add_symbol(marker)
+        logger.info(f"dictionary: {len(dictionary)} types (with {' '.join(MARKERS)})")
+        return cls(cfg, dictionary)
+
+    def load_dataset(self, split, combine=False, **kwargs):
+        prefix = os.path.join(self.cfg.data, split)
+        questions = load_split(prefix + ".question", self.dictionary)
+        titles = load_split(prefix + ".titles", self.dictionary)
+        sentences = load_split(prefix + ".sentences", self.dictionary)
+        with open(prefix + ".hotpot.jsonl", encoding="utf-8") as f:
+            records = [json.loads(line) for line in f]
+        if len(questions) != len(records):
+            raise ValueError(f"{split}: {len(questions)} questions, {len(records)} records")
+        self.datasets[split] = HotpotQADataset(
+            questions, titles, sentences, records, self.dictionary, self.cfg.max_positions, self.global_classes,
+            self.cfg.pad_to_multiple, shuffle=split == "train", seed=self.cfg.seed)
+        logger.info(f"{split}: {len(records)} examples")
+        return self.datasets[split]
+
+    def add_head(self, model) -> None:
+        if self.cfg.hotpotqa_head_name not in model.span_heads:
+            model.span_heads[self.cfg.hotpotqa_head_name] = LongformerHotpotQAHead(model.args.encoder_embed_dim)
