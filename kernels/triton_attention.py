@@ -18,11 +18,12 @@ import torch
 import triton
 from torch import Tensor
 
+from . import triton_device
 from .dropout import AttentionDropout
 from .pattern import AttentionMasks, AttentionPattern, check_band_bias, check_inputs, default_scale
 from .triton_device import (  # noqa: F401  (re-exported: tests call the dropout hash helpers)
     GLOBAL, LOCAL, PAD, _band_bwd_dkdv_kernel, _band_bwd_dq_kernel, _band_fwd_kernel,
-    _consecutive_draws, _cross_bwd_dkdv_kernel, _draws, _global_rows_bwd_dq_kernel,
+    _consecutive_draws, _cross_bwd_dkdv_kernel, _delta_kernel, _draws, _global_rows_bwd_dq_kernel,
     _global_rows_fwd_kernel, _key_weights, _mix32, _row_hash,
 )
 
@@ -92,6 +93,7 @@ KERNEL_FLAGS: Dict[str, Tuple[str, ...]] = {
     "_band_bwd_dkdv_kernel": ("CAUSAL", "DROPOUT", "HAS_BIAS", "DILATED"),
     "_cross_bwd_dkdv_kernel": ("GLOBAL_KEYS", "DROPOUT"),
     "_global_rows_bwd_dq_kernel": ("DROPOUT",),
+    "_delta_kernel": (),
 }
 PRECISION = "ieee"  # only read for fp32 operands: exact fp32 products, no tf32
 
@@ -107,8 +109,12 @@ class LaunchConfig:
 
     @property
     def constexprs(self) -> Dict[str, object]:
-        return dict(self.flags, BLOCK_M=self.block.block_m, BLOCK_N=self.block.block_n,
-                    BLOCK_D=self.block.block_d, PRECISION=PRECISION)
+        """The tl.constexpr arguments of the kernel: its flags, tiles and precision (those of
+        them it takes: the delta kernel has no key tile and no dot)."""
+        every = dict(self.flags, BLOCK_M=self.block.block_m, BLOCK_N=self.block.block_n,
+                     BLOCK_D=self.block.block_d, PRECISION=PRECISION)
+        taken = getattr(triton_device, self.kernel).arg_names
+        return {name: value for name, value in every.items() if name in taken}
 
     @property
     def name(self) -> str:
@@ -204,8 +210,10 @@ def _launch(kernel, grid, args, lay: _Layout, **flags) -> None:
         raise RuntimeError(f"launch configuration {config.name} is not in launch_configurations()")
     drop = lay.dropout
     dropout_args = (0, 0, 1.0) if drop is None else (drop.seed, drop.threshold, drop.keep_scale)
-    kernel[grid](*args, *dropout_args, **config.constexprs,
-                 num_warps=c.num_warps, num_stages=c.num_stages)
+    if "seed" not in kernel.arg_names:  # a kernel without the mask (delta)
+        dropout_args = ()
+    kernel[grid](*args, *dropout_args, **config.constexprs, num_warps=c.num_warps,
+                 num_stages=c.num_stages)
 
 
 def _strides(t: Tensor) -> Tuple[int, int, int]:
@@ -307,8 +315,10 @@ class LongformerAttentionFunction(torch.autograd.Function):
         do = grad_out.to(q.dtype)
         if do.stride(-1) != 1 or not _same_layout(do, out):
             do = _like(out, do)
-        # delta_i = sum_j P_ij dP_ij = dO_i . O_i, in fp32 (one small reduction, left to torch)
-        delta = torch.einsum("bhnd,bhnd->bhn", do.float(), out.float()).contiguous()
+        # delta_i = sum_j P_ij dP_ij = dO_i . O_i, in fp32, read once from dO and O as they are
+        delta = torch.empty(batch, heads, length, dtype=torch.float32, device=q.device)
+        _launch(_delta_kernel, (triton.cdiv(length, c.block_m), batch * heads),
+                (out, do, delta, *_strides(out), heads, length, head_dim), lay)
         dq = dk = dv = dq_g = dk_g = dv_g = dbias = None
         band_grid = (triton.cdiv(lay.t_len, c.block_m), batch * heads)
         key_grid = (triton.cdiv(lay.t_len, c.block_n), batch * heads)

@@ -26,6 +26,7 @@ Shape legend (the one of ``pattern.py``, whose docstring defines the semantics i
 
 Kernels. Every output row is written by exactly one program of one kernel, or by the band kernel
 first and then overwritten by a kernel launched after it (no atomics, no races, deterministic):
+    _delta_kernel             delta of every row, before the other backward kernels
     _band_fwd_kernel          out, lse of every row: band + global keys for LOCAL rows, zeros for
                               PAD rows and for GLOBAL rows (overwritten by the next kernel)
     _global_rows_fwd_kernel   out, lse of GLOBAL rows: q_g against every non-padding k_g, v_g
@@ -488,8 +489,25 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
 
 
 # --------------------------------------------------------------------------------------------
-# Backward kernels (P recomputed from lse; delta = rowsum(dO * O) computed beforehand)
+# Backward kernels (P recomputed from lse; delta = rowsum(dO * O) by _delta_kernel first)
 # --------------------------------------------------------------------------------------------
+@triton.jit
+def _delta_kernel(O, DO, DELTA, s_b, s_h, s_n, H, N, D, BLOCK_M: tl.constexpr,
+                  BLOCK_D: tl.constexpr):
+    """Grid (row blocks, B * H). delta = rowsum(dO * O) in fp32, (B, H, N) contiguous: read
+    once from O and dO in their own dtype and layout (one stride triple: dO is given O's)."""
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh - b * H
+    mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    ok = offs_m < N
+    out = _load_rows(O + mat, offs_m, ok, offs_d, D, s_n).to(tl.float32)
+    grad = _load_rows(DO + mat, offs_m, ok, offs_d, D, s_n).to(tl.float32)
+    tl.store(DELTA + bh.to(tl.int64) * N + offs_m, tl.sum(out * grad, 1), mask=ok)
+
+
 @triton.jit(do_not_specialize=_PER_CALL)
 def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BIAS, DBIAS,
                         s_b, s_h, s_n, H, N, D, G, window, bias_w, qk_scale, sm_scale,

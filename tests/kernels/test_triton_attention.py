@@ -373,7 +373,7 @@ def test_without_global_rows(dropout, monkeypatch, accelerator):
         torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
     drop = " DROPOUT" if dropout is not None else ""
     band = " DILATED" + drop  # head 0 has dilation 2 (flags in alphabetical order)
-    assert launched == ["_band_fwd_kernel" + band, "_band_bwd_dq_kernel" + band,
+    assert launched == ["_band_fwd_kernel" + band, "_delta_kernel", "_band_bwd_dq_kernel" + band,
                         "_band_bwd_dkdv_kernel" + band, "_cross_bwd_dkdv_kernel" + drop + " GLOBAL_KEYS"]
     # stand-ins for the global projections (as the module passes) get no gradient either
     leaves = [t.detach().to(accelerator.device).requires_grad_() for t in inputs]
@@ -382,11 +382,14 @@ def test_without_global_rows(dropout, monkeypatch, accelerator):
 
 
 @pytest.mark.parametrize("wanted, kernels_run", [
-    ("q", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_band_bwd_dq_kernel DILATED"]),
-    ("kv", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_band_bwd_dkdv_kernel DILATED",
-            "_cross_bwd_dkdv_kernel GLOBAL_KEYS"]),
-    ("q_g", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_global_rows_bwd_dq_kernel"]),
-    ("v_g", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_cross_bwd_dkdv_kernel"]),
+    ("q", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_delta_kernel",
+           "_band_bwd_dq_kernel DILATED"]),
+    ("kv", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_delta_kernel",
+            "_band_bwd_dkdv_kernel DILATED", "_cross_bwd_dkdv_kernel GLOBAL_KEYS"]),
+    ("q_g", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_delta_kernel",
+             "_global_rows_bwd_dq_kernel"]),
+    ("v_g", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_delta_kernel",
+             "_cross_bwd_dkdv_kernel"]),
 ])
 def test_only_requested_gradients(wanted, kernels_run, monkeypatch, accelerator):
     """Inputs with requires_grad=False get None, and kernels computing only their gradients do

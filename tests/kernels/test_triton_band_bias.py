@@ -160,11 +160,11 @@ def test_band_bias_launches_the_bias_variants(monkeypatch):
     bias = torch.zeros(1, 2, 20, 5, device=DEVICE, requires_grad=True)
     triton_longformer_attention(q, q, q, None, None, None, AttentionPattern(2), band_bias=bias).sum().backward()
     assert sorted(launched) == [("_band_bwd_dkdv_kernel", True), ("_band_bwd_dq_kernel", True),
-                                ("_band_fwd_kernel", True)]
+                                ("_band_fwd_kernel", True), ("_delta_kernel", None)]
     launched.clear()
     triton_longformer_attention(q, q, q, None, None, None, AttentionPattern(2)).sum().backward()
     assert sorted(launched) == [("_band_bwd_dkdv_kernel", False), ("_band_bwd_dq_kernel", False),
-                                ("_band_fwd_kernel", False)]
+                                ("_band_fwd_kernel", False), ("_delta_kernel", None)]
     configs = kernels.launch_configurations()
     assert sum(1 for c in configs if dict(c.flags).get("HAS_BIAS")) == 3 * 3 * 5 * 8  # kernels x dtypes x D x flags
 

@@ -1,13 +1,15 @@
 """The Triton kernels build for real GPUs, with the tiles GPUs use: checked on a CPU.
 
-``python -m longformer_kernels.compile_table`` compiles every configuration the launchers can choose
-(``launch_configurations()``: 6 kernels x fp16 / bf16 / fp32 x BLOCK_D 16..256 x their causal /
-dropout / band-bias / global-keys flags, with ``block_config``'s GPU tiles) for sm_80, sm_86, sm_89 and sm_90,
-down to PTX and a cubin (Triton's ptxas), in a process of its own (the kernel module must be
-imported without TRITON_INTERPRET). This test fails if any compile fails or needs more shared
-memory per block than the target allows; register spills are printed, not judged.
+``python -m longformer_kernels.compile_table`` compiles, of every configuration the launchers can
+choose (``launch_configurations()``: 7 kernels x fp16 / bf16 / fp32 x BLOCK_D 16..256 x their
+causal / dropout / band-bias / dilation / global-keys switches, with ``block_config``'s GPU
+tiles), the covering subset of ``compiled_configurations()`` (every kernel x dtype x tile set in
+full, each switch on and off, every pair of switches in all four combinations) for sm_80, sm_86,
+sm_89 and sm_90, down to PTX and a cubin (Triton's ptxas), in a process of its own (the kernel
+module must be imported without TRITON_INTERPRET). This test fails if any compile fails or needs
+more shared memory per block than the target allows; register spills are printed, not judged.
 
-Cost: about 1,920 compiles of 1-10 s each, i.e. tens of minutes cold on 2 cores. Results are
+Cost: 780 compiles of 1-10 s each, about half an hour cold on 2 cores. Results are
 cached by Triton version, kernel source hash (the kernel and everything it calls), configuration
 and target (``LONGFORMER_COMPILE_CACHE``, default ~/.cache/longformer_kernels/), so a run
 recompiles only what changed; a warm run takes seconds. The results of the kernels as committed
@@ -50,17 +52,64 @@ def test_every_launch_configuration_builds_for_gpus(tmp_path):
     assert not failures, "kernels that do not compile:\n" + "\n".join(failures[:20])
     assert not overflows, "kernels beyond the target's shared memory:\n" + "\n".join(overflows[:20])
 
-    from longformer_kernels.triton_attention import launch_configurations
-
-    expected = 4 * sum(1 for c in launch_configurations()
-                       if not subset or c.kernel.strip("_") in subset)
+    expected = 4 * sum(1 for c in _compiled_configurations() if not subset or c in subset)
     assert len(records) == expected, f"{len(records)} records, expected {expected} (4 targets)"
     assert run.returncode == 0, run.stderr[-5000:]
 
 
+def _compiled_configurations():
+    """Kernel names of compile_table.compiled_configurations(), asked of a process of its own
+    (importing compile_table turns the interpreter off for the importing process)."""
+    code = ("import json; from longformer_kernels.compile_table import compiled_configurations as c; "
+            "print(json.dumps([x.kernel.strip('_') for x in c()]))")
+    run = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TRITON_INTERPRET="0"),
+                         capture_output=True, text=True, cwd=REPO, check=True)
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+COVERING = """
+import itertools, json
+from longformer_kernels.compile_table import compiled_configurations
+from longformer_kernels.triton_attention import KERNEL_FLAGS, launch_configurations
+chosen = compiled_configurations()
+full = launch_configurations()
+cells = {(c.kernel, str(c.dtype), c.block.block_d) for c in full}
+missing = []
+for kernel, dtype, block_d in sorted(cells):
+    mine = [dict(c.flags) for c in chosen if (c.kernel, str(c.dtype), c.block.block_d) == (kernel, dtype, block_d)]
+    if not mine:
+        missing.append(f"{kernel} {dtype} D{block_d}: not compiled")
+    for flag in KERNEL_FLAGS[kernel]:
+        for value in (False, True):
+            if not any(f[flag] == value for f in mine):
+                missing.append(f"{kernel} {dtype} D{block_d}: {flag}={value}")
+for kernel, flags in KERNEL_FLAGS.items():
+    for dtype in sorted({c[1] for c in cells}):
+        mine = [dict(c.flags) for c in chosen if c.kernel == kernel and str(c.dtype) == dtype]
+        for a, b in itertools.combinations(flags, 2):
+            for va, vb in itertools.product((False, True), repeat=2):
+                if not any(f[a] == va and f[b] == vb for f in mine):
+                    missing.append(f"{kernel} {dtype}: {a}={va} with {b}={vb}")
+print(json.dumps(dict(missing=missing, chosen=len(chosen), full=len(full))))
+"""
+
+
+def test_the_compiled_subset_covers_every_switch():
+    """compile_table compiles, for every kernel x dtype x head-dim tile, each switch on and off,
+    and within each kernel and dtype every pair of switches in all four combinations, in far
+    fewer compiles than the full product."""
+    run = subprocess.run([sys.executable, "-c", COVERING], env=dict(os.environ, TRITON_INTERPRET="0"),
+                         capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["missing"] == []
+    assert result["chosen"] * 4 <= result["full"], result
+
+
 # Compiled from nothing on every run, whatever the caches hold: per kernel, the most common GPU
-# case (fp16, D = 64, every flag on) for sm_80, and the largest fp32 tile row (D = 128) for
-# sm_90, so CI itself proves the compiler still accepts each kernel.
+# case (fp16, D = 64, every flag on) for sm_80, the largest fp32 tile row (D = 128) for sm_90,
+# and for the band kernels fp16 D = 64 with every flag on but DILATED (the interleaved dropout
+# draws of consecutive keys) for sm_90, so CI itself proves the compiler still accepts each.
 COLD_SAMPLE = """
 import json, tempfile
 import torch
@@ -69,13 +118,18 @@ from longformer_kernels.triton_attention import launch_configurations
 configs = launch_configurations()
 picks = []
 for kernel in sorted({c.kernel for c in configs}):
-    for dtype, block_d, cap in ((torch.float16, 64, 80), (torch.float32, 128, 90)):
+    for dtype, block_d, cap, undilated in ((torch.float16, 64, 80, False), (torch.float32, 128, 90, False),
+                                           (torch.float16, 64, 90, True)):
+        flags = [c for c in configs if c.kernel == kernel][0].flags
+        if undilated and "DILATED" not in dict(flags):
+            continue
         index = next(i for i, c in enumerate(configs) if c.kernel == kernel and c.dtype == dtype
-                     and c.block.block_d == block_d and all(v for _, v in c.flags))
+                     and c.block.block_d == block_d
+                     and all(v != (undilated and k == "DILATED") for k, v in c.flags))
         picks.append((index, cap))
 with tempfile.TemporaryDirectory() as cache:
     t._worker_init(cache)
-    print(json.dumps([t.compile_one(i, cap) for i, cap in picks]))
+    print(json.dumps([t.compile_one(i, cap, full=True) for i, cap in picks]))
 """
 
 
@@ -85,7 +139,7 @@ def test_a_sample_compiles_from_nothing():
                          env=env, capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0, run.stderr[-5000:]
     records = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(records) == 12
+    assert len(records) == 7 * 2 + 3  # 7 kernels x 2, and the 3 band kernels undilated
     for r in records:
         assert r["error"] is None, f"sm_{r['cap']} {r['name']}: {r['error']}"
         assert 0 < r["shared"] <= r["limit"], r
