@@ -252,19 +252,62 @@ def _store_rows(base, pos, ok, offs_d, D, stride_n, tile):
 
 
 @triton.jit
-def _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND_ROW, K, V, offs_d, D, s_n, window,
-               CAUSAL: tl.constexpr, DILATED: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Key tile [start, start + BLOCK_N) of the band, in t-space, for the query tile offs_m:
-    k, v, key positions and the (BLOCK_M, BLOCK_N) mask of allowed entries. Global keys are
-    left out of the band: they are attended once, as global keys (``_global_keys``)."""
+def _band_keys(start, M, dil, T, N, KIND_ROW, K, V, offs_d, D, s_n, DILATED: tl.constexpr,
+               BLOCK_N: tl.constexpr):
+    """Key tile [start, start + BLOCK_N) of the band, in t-space: k, v, the keys' residues,
+    positions and kinds (PAD beyond the sequence)."""
     offs_n = start + tl.arange(0, BLOCK_N)
     r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND_ROW, DILATED)
     k = _load_rows(K, pos_k, k_in, offs_d, D, s_n)
     v = _load_rows(V, pos_k, k_in, offs_d, D, s_n)
-    allowed = (_band_allowed(offs_m[:, None], r_q[:, None], offs_n[None, :], r_k[None, :],
-                             window, CAUSAL)
-               & q_ok[:, None] & (kind_k == LOCAL)[None, :])
-    return k, v, pos_k, allowed
+    return k, v, r_k, pos_k, kind_k
+
+
+@triton.jit
+def _band_mask(t_q, r_q, kind_q, t_k, r_k, kind_k, window, CAUSAL: tl.constexpr):
+    """Allowed entries of a band tile (broadcast inputs, any orientation): in the band and both
+    ends LOCAL. Global keys are left out of the band: they are attended once, as global keys
+    (``_global_keys``); GLOBAL and PAD query rows get no band keys."""
+    return (_band_allowed(t_q, r_q, t_k, r_k, window, CAUSAL)
+            & (kind_q == LOCAL) & (kind_k == LOCAL))
+
+
+@triton.jit
+def _all_local(kind):
+    """True (a scalar) when every entry of a 1-D tile of kinds is LOCAL (LOCAL is the least kind)."""
+    return tl.max(kind, 0) == LOCAL
+
+
+@triton.jit
+def _no_local(kind):
+    """True (a scalar) when no entry of a 1-D tile of kinds is LOCAL."""
+    return tl.min(kind, 0) != LOCAL
+
+
+@triton.jit
+def _any_local(kind):
+    """True (a scalar) when some entry of a 1-D tile of kinds is LOCAL: a tile without one adds
+    nothing to a band walk (every entry masked), so it is skipped."""
+    return tl.min(kind, 0) == LOCAL
+
+
+@triton.jit
+def _band_interior(q_first, q_last, k_first, k_last, M, window, CAUSAL: tl.constexpr,
+                   DILATED: tl.constexpr):
+    """True (a scalar) when every pair of the query tile [q_first, q_last] and the key tile
+    [k_first, k_last] (t-space) is within the window (causal: key not after the query) and, with
+    dilation, in one residue. Such an "interior" tile whose rows and keys are all LOCAL needs no
+    mask: its step runs with MASKED=False and skips the per-entry index arithmetic and select.
+    Edge tiles (window boundaries, sequence ends, padding, global tokens, residue boundaries)
+    keep the mask. Scalar arithmetic once per tile."""
+    inside = (q_last - k_first <= window) & (q_first - k_last >= -window)
+    if CAUSAL:
+        inside = inside & (q_first >= k_last)
+    if DILATED:
+        residue = q_first // M
+        inside = (inside & (q_last // M == residue) & (k_first // M == residue)
+                  & (k_last // M == residue))
+    return inside
 
 
 @triton.jit
@@ -285,16 +328,21 @@ def _bias_ptrs(BIAS_ROWS, pos_q, t_q, t_k, bias_w, CAUSAL: tl.constexpr):
 
 @triton.jit
 def _scores(a, b_t, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS: tl.constexpr,
-            CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+            CAUSAL: tl.constexpr, MASKED: tl.constexpr, PRECISION: tl.constexpr):
     """The log2-unit scores (a @ b_t^T) * qk_scale of a tile, fp32, plus the band bias of
     (pos_b, t_q, t_k) (``_bias_ptrs``) under HAS_BIAS. The bias enters as tl.dot's accumulator,
     bias / scale, so that (a.b + bias / scale) * scale * log2(e) is the biased score: loaded
     straight into the dot's layout this way, the forward kernel compiled for sm_86 (fp16,
     D = 32, 64 x 64) spilled 28 to 164 bytes a thread where adding the loaded tile to the
     dot's result spilled 532 to 840 and needed 8 KiB more shared memory. Entries that are not
-    ``allowed`` are never read: what lies there (even NaN) cannot matter."""
+    ``allowed`` are never read: what lies there (even NaN) cannot matter. Without MASKED (an
+    interior tile) every entry is an allowed band pair and ``allowed`` is not read."""
     if HAS_BIAS:
-        bias = tl.load(_bias_ptrs(BIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL), mask=allowed, other=0.0)
+        ptrs = _bias_ptrs(BIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL)
+        if MASKED:
+            bias = tl.load(ptrs, mask=allowed, other=0.0)
+        else:
+            bias = tl.load(ptrs)
         inverse_scale = _LOG2E / qk_scale  # 1 / scale
         s = tl.dot(a, tl.trans(b_t), bias.to(tl.float32) * inverse_scale, input_precision=PRECISION)
     else:
@@ -315,13 +363,15 @@ def _global_keys(GIDX_ROW, start, count, q_ok, K, V, offs_d, D, s_n, BLOCK_N: tl
 @triton.jit
 def _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, BIAS_ROWS, pos_b, t_q, t_k,
               bias_w, DROPOUT: tl.constexpr, HAS_BIAS: tl.constexpr,
-              CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+              CAUSAL: tl.constexpr, MASKED: tl.constexpr, PRECISION: tl.constexpr):
     """One online-softmax step over a key tile; all state in fp32, log2 units. ``weights``:
-    the tile's dropout multipliers (``_key_weights``).
+    the tile's dropout multipliers (``_key_weights``). ``allowed``: the tile's mask, read only
+    under MASKED (an interior tile has every entry allowed: ``_band_interior``).
     Under HAS_BIAS the band bias of (pos_b, t_q, t_k) is added to the scores (``_scores``)."""
     s = _scores(q, k, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS, CAUSAL,
-                PRECISION)
-    s = tl.where(allowed, s, float("-inf"))
+                MASKED, PRECISION)
+    if MASKED:
+        s = tl.where(allowed, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     alpha = tl.math.exp2(m_i - m_new)
     p = tl.math.exp2(s - m_new[:, None])
@@ -345,35 +395,45 @@ def _fwd_finish(m_i, l_i, acc):
 @triton.jit
 def _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, BIAS_ROWS, DBIAS_ROWS,
              pos_b, t_q, t_k, bias_w, DROPOUT: tl.constexpr,
-             HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+             HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
+             PRECISION: tl.constexpr):
     """dq += dS k for one key tile, with P recomputed from the saved lse. With dropout
     dS = P * (dP' * keep * keep_scale - delta), dP' = dO v^T. Under HAS_BIAS, P includes the
     band bias of (pos_b, t_q, t_k), and dS, the gradient of the natural-unit score and so the
-    bias's own, is stored to DBIAS_ROWS at the allowed entries."""
+    bias's own, is stored to DBIAS_ROWS at the allowed entries. ``allowed`` is read only under
+    MASKED, as in ``_fwd_step``."""
     s = _scores(q, k, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed, HAS_BIAS, CAUSAL,
-                PRECISION)
-    p = tl.math.exp2(tl.where(allowed, s, float("-inf")) - lse[:, None])
+                MASKED, PRECISION)
+    if MASKED:
+        s = tl.where(allowed, s, float("-inf"))
+    p = tl.math.exp2(s - lse[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
     if DROPOUT:
         dp = dp * weights
     ds = p * (dp - delta[:, None])
     if HAS_BIAS:  # d(score)/d(bias) = 1
-        tl.store(_bias_ptrs(DBIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL),
-                 ds.to(DBIAS_ROWS.dtype.element_ty), mask=allowed)
+        ptrs = _bias_ptrs(DBIAS_ROWS, pos_b, t_q, t_k, bias_w, CAUSAL)
+        if MASKED:
+            tl.store(ptrs, ds.to(DBIAS_ROWS.dtype.element_ty), mask=allowed)
+        else:
+            tl.store(ptrs, ds.to(DBIAS_ROWS.dtype.element_ty))
     return dq + tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
 
 
 @triton.jit
 def _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, weights, BIAS_ROWS, pos_b,
                t_q, t_k, bias_w, DROPOUT: tl.constexpr,
-               HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+               HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
+               PRECISION: tl.constexpr):
     """dk += dS^T q and dv += (P * keep * keep_scale)^T dO for one query tile, computed
     transposed (keys on rows, as ``weights``, (BLOCK_N, BLOCK_M)) so the key tile's
     accumulators never need a transpose. Under HAS_BIAS P includes the band bias
-    of (pos_b, t_q, t_k), given transposed as well."""
+    of (pos_b, t_q, t_k), given transposed as well. ``allowed_t`` is read only under MASKED."""
     s_t = _scores(k, q, qk_scale, BIAS_ROWS, pos_b, t_q, t_k, bias_w, allowed_t, HAS_BIAS, CAUSAL,
-                  PRECISION)
-    p_t = tl.math.exp2(tl.where(allowed_t, s_t, float("-inf")) - lse[None, :])
+                  MASKED, PRECISION)
+    if MASKED:
+        s_t = tl.where(allowed_t, s_t, float("-inf"))
+    p_t = tl.math.exp2(s_t - lse[None, :])
     dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
     if DROPOUT:
         dv = dv + tl.dot((p_t * weights).to(do.dtype), do, input_precision=PRECISION)
@@ -406,7 +466,12 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
     offs_d = tl.arange(0, BLOCK_D)
     offs_m = t0 + tl.arange(0, BLOCK_M)
     r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N, DILATED)
+    if _no_local(kind_q):  # PAD / GLOBAL rows only: zeros (GLOBAL rows come later)
+        _store_rows(O + mat, pos_q, q_in, offs_d, D, s_n, tl.zeros([BLOCK_M, BLOCK_D], tl.float32))
+        tl.store(LSE + vec + pos_q, tl.zeros([BLOCK_M], tl.float32), mask=q_in)
+        return
     q_ok = kind_q == LOCAL
+    q_local = _all_local(kind_q)
     q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
     rows = _row_hash(seed, b, h, pos_q, DROPOUT)
     bias_rows = BIAS + vec * bias_w  # this (b, h)'s (N, W) band bias
@@ -415,18 +480,31 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
 
-    # Band keys: only key tiles meeting the band of the block's queries are visited.
+    # Band keys: only key tiles meeting the band of the block's queries are visited, tiles
+    # without a LOCAL key are skipped (a masked tile leaves the online softmax as it is), and
+    # interior tiles run without a mask.
+    q_last = t0 + BLOCK_M - 1
     lo, hi = _band_range(t0, tl.minimum(t0 + BLOCK_M, T) - 1, M, window, CAUSAL, True, BLOCK_N)
     for start in tl.range(lo, hi, BLOCK_N):
-        k, v, pos_k, allowed = _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND + b * N,
-                                          K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
-                                          DILATED, BLOCK_N)
-        weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, DILATED,
-                               False, BLOCK_N)
-        m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, bias_rows,
-                                  pos_q[:, None], offs_m[:, None],
-                                  start + tl.arange(0, BLOCK_N)[None, :], bias_w, DROPOUT,
-                                  HAS_BIAS, CAUSAL, PRECISION)
+        k, v, r_k, pos_k, kind_k = _band_keys(start, M, dil, T, N, KIND + b * N, K + mat, V + mat,
+                                              offs_d, D, s_n, DILATED, BLOCK_N)
+        offs_n = start + tl.arange(0, BLOCK_N)
+        if _any_local(kind_k):
+            weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, DILATED,
+                                   False, BLOCK_N)
+            if (q_local & _all_local(kind_k)
+                    & _band_interior(t0, q_last, start, start + BLOCK_N - 1, M, window, CAUSAL,
+                                     DILATED)):
+                m_i, l_i, acc = _fwd_step(q, k, v, 0, m_i, l_i, acc, qk_scale, weights, bias_rows,
+                                          pos_q[:, None], offs_m[:, None], offs_n[None, :],
+                                          bias_w, DROPOUT, HAS_BIAS, CAUSAL, False, PRECISION)
+            else:
+                allowed = _band_mask(offs_m[:, None], r_q[:, None], kind_q[:, None],
+                                     offs_n[None, :], r_k[None, :], kind_k[None, :], window, CAUSAL)
+                m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights,
+                                          bias_rows, pos_q[:, None], offs_m[:, None],
+                                          offs_n[None, :], bias_w, DROPOUT, HAS_BIAS, CAUSAL,
+                                          True, PRECISION)
 
     # Global keys (local projections): every LOCAL query attends every global token, unbiased.
     count = tl.load(GCOUNT + b).to(tl.int32)
@@ -436,7 +514,7 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
         weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, True, False,
                                BLOCK_N)
         m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, bias_rows,
-                                  0, 0, 0, 0, DROPOUT, False, CAUSAL, PRECISION)
+                                  0, 0, 0, 0, DROPOUT, False, CAUSAL, True, PRECISION)
 
     out, lse = _fwd_finish(m_i, l_i, acc)
     # Every row: PAD and GLOBAL rows get the zeros computed here; GLOBAL rows are overwritten
@@ -481,7 +559,7 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
         weights = _key_weights(rows, offs_n, start, threshold, keep_scale, DROPOUT, False, False,
                                BLOCK_N)
         m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, KG,
-                                  0, 0, 0, 0, DROPOUT, False, False, PRECISION)
+                                  0, 0, 0, 0, DROPOUT, False, False, True, PRECISION)
 
     out, lse = _fwd_finish(m_i, l_i, acc)
     _store_rows(O + b.to(tl.int64) * s_b + h.to(tl.int64) * s_h, pos_q, g_ok, offs_d, D, s_n, out)
@@ -528,7 +606,11 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BI
     offs_d = tl.arange(0, BLOCK_D)
     offs_m = t0 + tl.arange(0, BLOCK_M)
     r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N, DILATED)
+    if _no_local(kind_q):  # PAD / GLOBAL rows only: their dq here is zero
+        _store_rows(DQ + mat, pos_q, q_in, offs_d, D, s_n, tl.zeros([BLOCK_M, BLOCK_D], tl.float32))
+        return
     q_ok = kind_q == LOCAL
+    q_local = _all_local(kind_q)
     q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
     do = _load_rows(DO + mat, pos_q, q_in, offs_d, D, s_n)
     lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
@@ -538,17 +620,27 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BI
     dbias_rows = DBIAS + vec * bias_w
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
 
+    q_last = t0 + BLOCK_M - 1
     lo, hi = _band_range(t0, tl.minimum(t0 + BLOCK_M, T) - 1, M, window, CAUSAL, True, BLOCK_N)
-    for start in tl.range(lo, hi, BLOCK_N):
-        k, v, pos_k, allowed = _band_keys(start, offs_m, r_q, q_ok, M, dil, T, N, KIND + b * N,
-                                          K + mat, V + mat, offs_d, D, s_n, window, CAUSAL,
-                                          DILATED, BLOCK_N)
-        weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, DILATED,
-                               False, BLOCK_N)
-        dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, bias_rows,
-                      dbias_rows, pos_q[:, None],
-                      offs_m[:, None], start + tl.arange(0, BLOCK_N)[None, :], bias_w, DROPOUT,
-                      HAS_BIAS, CAUSAL, PRECISION)
+    for start in tl.range(lo, hi, BLOCK_N):  # the forward's walk: skipped, interior, edge tiles
+        k, v, r_k, pos_k, kind_k = _band_keys(start, M, dil, T, N, KIND + b * N, K + mat, V + mat,
+                                              offs_d, D, s_n, DILATED, BLOCK_N)
+        offs_n = start + tl.arange(0, BLOCK_N)
+        if _any_local(kind_k):
+            weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, DILATED,
+                                   False, BLOCK_N)
+            if (q_local & _all_local(kind_k)
+                    & _band_interior(t0, q_last, start, start + BLOCK_N - 1, M, window, CAUSAL,
+                                     DILATED)):
+                dq = _dq_step(q, do, k, v, lse, delta, 0, dq, qk_scale, weights, bias_rows,
+                              dbias_rows, pos_q[:, None], offs_m[:, None], offs_n[None, :], bias_w,
+                              DROPOUT, HAS_BIAS, CAUSAL, False, PRECISION)
+            else:
+                allowed = _band_mask(offs_m[:, None], r_q[:, None], kind_q[:, None],
+                                     offs_n[None, :], r_k[None, :], kind_k[None, :], window, CAUSAL)
+                dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, bias_rows,
+                              dbias_rows, pos_q[:, None], offs_m[:, None], offs_n[None, :], bias_w,
+                              DROPOUT, HAS_BIAS, CAUSAL, True, PRECISION)
 
     count = tl.load(GCOUNT + b).to(tl.int32)
     for start in tl.range(0, count, BLOCK_N):
@@ -557,7 +649,7 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BI
         weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, True, False,
                                BLOCK_N)
         dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, bias_rows,
-                      dbias_rows, 0, 0, 0, 0, DROPOUT, False, CAUSAL, PRECISION)
+                      dbias_rows, 0, 0, 0, 0, DROPOUT, False, CAUSAL, True, PRECISION)
 
     # d(scores)/dq = scale * k: the scale (natural units) is applied once, here.
     _store_rows(DQ + mat, pos_q, q_in, offs_d, D, s_n, dq * sm_scale)
@@ -582,32 +674,48 @@ def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL, BIAS,
     offs_d = tl.arange(0, BLOCK_D)
     offs_n = s0 + tl.arange(0, BLOCK_N)
     r_k, pos_k, k_in, kind_k = _band_tile(offs_n, M, dil, T, N, KIND + b * N, DILATED)
-    k_ok = kind_k == LOCAL
+    # GLOBAL key rows belong to _cross_bwd_dkdv_kernel (GLOBAL_KEYS=True); PAD rows get zeros.
+    mine = k_in & (kind_k != GLOBAL)
+    if _no_local(kind_k):  # no band key here: zeros
+        zeros = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+        _store_rows(DK + mat, pos_k, mine, offs_d, D, s_n, zeros)
+        _store_rows(DV + mat, pos_k, mine, offs_d, D, s_n, zeros)
+        return
+    k_local = _all_local(kind_k)
     k = _load_rows(K + mat, pos_k, k_in, offs_d, D, s_n)
     v = _load_rows(V + mat, pos_k, k_in, offs_d, D, s_n)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    bias_rows = BIAS + vec * bias_w
 
+    k_last = s0 + BLOCK_N - 1
     lo, hi = _band_range(s0, tl.minimum(s0 + BLOCK_N, T) - 1, M, window, CAUSAL, False, BLOCK_M)
-    for start in tl.range(lo, hi, BLOCK_M):
+    for start in tl.range(lo, hi, BLOCK_M):  # query tiles: skipped, interior, edge
         offs_m = start + tl.arange(0, BLOCK_M)
         r_q, pos_q, q_in, kind_q = _band_tile(offs_m, M, dil, T, N, KIND + b * N, DILATED)
         q = _load_rows(Q + mat, pos_q, q_in, offs_d, D, s_n)
         do = _load_rows(DO + mat, pos_q, q_in, offs_d, D, s_n)
         lse = tl.load(LSE + vec + pos_q, mask=q_in, other=0.0)
         delta = tl.load(DELTA + vec + pos_q, mask=q_in, other=0.0)
-        allowed_t = (_band_allowed(offs_m[None, :], r_q[None, :], offs_n[:, None], r_k[:, None],
-                                   window, CAUSAL)
-                     & k_ok[:, None] & (kind_q == LOCAL)[None, :])
-        rows = _row_hash(seed, b, h, pos_q, DROPOUT)
-        weights_t = _key_weights(rows, pos_k, s0, threshold, keep_scale, DROPOUT, DILATED, True,
-                                 BLOCK_N)
-        dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, weights_t,
-                            BIAS + vec * bias_w, pos_q[None, :], offs_m[None, :], offs_n[:, None], bias_w, DROPOUT,
-                            HAS_BIAS, CAUSAL, PRECISION)
+        if _any_local(kind_q):
+            rows = _row_hash(seed, b, h, pos_q, DROPOUT)
+            weights_t = _key_weights(rows, pos_k, s0, threshold, keep_scale, DROPOUT, DILATED,
+                                     True, BLOCK_N)
+            if (k_local & _all_local(kind_q)
+                    & _band_interior(start, start + BLOCK_M - 1, s0, k_last, M, window, CAUSAL,
+                                     DILATED)):
+                dk, dv = _dkdv_step(k, v, q, do, lse, delta, 0, dk, dv, qk_scale, weights_t,
+                                    bias_rows, pos_q[None, :], offs_m[None, :], offs_n[:, None],
+                                    bias_w, DROPOUT, HAS_BIAS, CAUSAL, False, PRECISION)
+            else:
+                allowed_t = _band_mask(offs_m[None, :], r_q[None, :], kind_q[None, :],
+                                       offs_n[:, None], r_k[:, None], kind_k[:, None], window,
+                                       CAUSAL)
+                dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale,
+                                    weights_t, bias_rows, pos_q[None, :], offs_m[None, :],
+                                    offs_n[:, None], bias_w, DROPOUT, HAS_BIAS, CAUSAL, True,
+                                    PRECISION)
 
-    # GLOBAL key rows belong to _cross_bwd_dkdv_kernel (GLOBAL_KEYS=True); PAD rows get zeros.
-    mine = k_in & (kind_k != GLOBAL)
     _store_rows(DK + mat, pos_k, mine, offs_d, D, s_n, dk * sm_scale)
     _store_rows(DV + mat, pos_k, mine, offs_d, D, s_n, dv)
 
@@ -671,7 +779,7 @@ def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
                                  True, BLOCK_N)
         dk, dv = _dkdv_step(k, v, q, do, lse, delta, allowed_t, dk, dv, qk_scale, weights_t,
                             K, 0, 0, 0, 0, DROPOUT,
-                            False, False, PRECISION)
+                            False, False, True, PRECISION)
 
     _store_rows(DK + mat, pos_k, k_in, offs_d, D, s_n, dk * sm_scale)
     _store_rows(DV + mat, pos_k, k_in, offs_d, D, s_n, dv)
@@ -714,5 +822,5 @@ def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOU
         weights = _key_weights(rows, offs_n, start, threshold, keep_scale, DROPOUT, False, False,
                                BLOCK_N)
         dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, KG, KG, 0, 0, 0, 0,
-                      DROPOUT, False, False, PRECISION)
+                      DROPOUT, False, False, True, PRECISION)
     _store_rows(DQG + mat, pos_q, g_ok, offs_d, D, g_n, dq * sm_scale)

@@ -66,6 +66,13 @@ CASES = [
          valid_lengths=[1000], global_positions=[[0, 511, 1010]]),  # 1010 is padding
     Case("all_padding_row_dilation_beyond_n", 2, 2, 21, window=2, dilation=(1, 40),
          valid_lengths=[21, 0], global_positions=[[3], [4]]),
+    # Windows wider than two tiles: interior tiles (run without a mask) beside edge tiles that
+    # straddle the window edges, the sequence end, padding, global tokens and residue boundaries,
+    # and key tiles of padding only (skipped).
+    Case("n300_interior_dil123_padding_globals", 2, 3, 300, window=80, dilation=(1, 2, 3),
+         valid_lengths=[300, 203], global_positions=[[0, 150], [40]]),
+    Case("n300_interior_causal_dil12_padding", 2, 2, 300, window=70, dilation=(1, 2), causal=True,
+         valid_lengths=[300, 131]),
 ]
 
 
@@ -514,9 +521,10 @@ def test_unequal_query_and_key_blocks(blocks, monkeypatch):
         blocks[0], blocks[1], real(*args).block_d, 1, 1))
     monkeypatch.setattr(kernels, "_known_configs", lambda interpret: _Anything())
     causal = blocks[0] > blocks[1]
-    case = Case("unequal", 2, 3, 61, window=5, dilation=(1, 2, 3), causal=causal,
-                valid_lengths=[61, 50],
-                global_positions=None if causal else [list(range(0, 61, 3)), [9]])
+    # window 40 > 32 + 16: interior tiles (no mask) beside edge tiles, in both orientations
+    case = Case("unequal", 2, 3, 130, window=40, dilation=(1, 2, 3), causal=causal,
+                valid_lengths=[130, 97],
+                global_positions=None if causal else [list(range(0, 130, 9)), [9]])
     pattern = AttentionPattern(case.window, case.dilation, case.causal)
     masks = case_masks(case)
     inputs, grad_out = random_inputs(case, torch.float32)
