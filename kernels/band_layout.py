@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .dropout import KEYS_PER_WORD, AttentionDropout, consecutive_multipliers, keep_from_rows, row_hash
+from .dropout import KEYS_PER_WORD, AttentionDropout, consecutive_keep_, keep_from_rows, row_hash
 
 # In the small global-query scores, masked scores get the finite MASKED_SCORE (pattern.py).
 # In the band, masked scores are -inf instead: exp(-1e30 - m) goes through the CPU's slow
@@ -148,8 +148,9 @@ class BandLayout:
 
 
 class BandDropout:
-    """The attention-dropout keep masks (``dropout.py``) of one band call, as multipliers
-    (0 or 1 / (1 - p)) for its score blocks.
+    """The attention-dropout keep masks (``dropout.py``) of one band call: 0 / 1 multipliers of
+    its score blocks (``band``; the 1 / (1 - rate) scale is the caller's, folded into smaller
+    tensors), and 0 / keep_scale multipliers of the global keys (``global_keys``).
 
     The band call sees S = B * H' slices of M positions; for dilation d each head is d residue
     slices (slice s = b * H' + h' with h' = head_in_group * d + r, position of index m =
@@ -172,33 +173,48 @@ class BandDropout:
                         m[None, :] * dilation + self.residue[:, None])  # (S, padded)
         self.rows = rows.view(layout.windows, layout.chunk, 1)
         # Undilated windows whose first key and width are multiples of 4 take one hash per 4
-        # keys (``consecutive_multipliers``); others one per key (the same mask, slower).
+        # keys (``consecutive_keep_``); others one per key (the same mask, slower).
         self.consecutive = (dilation == 1 and layout.chunk % KEYS_PER_WORD == 0
                             and layout.before % KEYS_PER_WORD == 0 and layout.width % KEYS_PER_WORD == 0
                             and sys.byteorder == "little")
         self.global_positions = global_positions
-
-    def _factor(self, keep: Tensor, dtype) -> Tensor:
-        return keep.to(dtype).mul_(self.dropout.keep_scale)
+        self._buffers = None
 
     def band(self, start: int, end: int, dtype) -> Tensor:
-        """(end - start, c, L) multipliers of windows start .. end - 1."""
+        """(end - start, c, L) 0 / 1 keep mask of windows start .. end - 1, in ``dtype``: a view
+        of a buffer of this object's, overwritten by the next call (the caller may write it)."""
         lay = self.layout
         t = torch.arange(start, end, device=self.rows.device)
         # key column u of window t (chunk j of slice s) is index j * c + u - before of slice s;
         # indices outside the slice are masked by the band's bias, so any value does there
         first = (t % lay.num_chunks) * lay.chunk - lay.before
         if self.consecutive:  # a window's keys are whole groups of 4 consecutive positions
-            first_group = (first // KEYS_PER_WORD).int()[:, None, None]
-            return consecutive_multipliers(self.rows[start:end], first_group, lay.width // KEYS_PER_WORD,
-                                           self.dropout, dtype)
+            words, scratch, keep = self._group_buffers(dtype)
+            count = end - start
+            return consecutive_keep_(self.rows[start:end], (first // KEYS_PER_WORD).int()[:, None, None],
+                                     words[:count], scratch[:count], keep[:count], self.dropout)
         index = first[:, None] + torch.arange(lay.width, device=t.device)
         slices = t // lay.num_chunks
         positions = index.clamp_(min=0) * self.dilation + self.residue[slices][:, None]
-        return self._factor(keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout), dtype)
+        return keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout).to(dtype)
+
+    def _group_buffers(self, dtype) -> Tuple[Tensor, Tensor, Tensor]:
+        """int32 words and scratch (group, c, L / 4), the (group, c, L) mask: made once per
+        pass, not per group of windows (a fresh large tensor costs page faults on CPU)."""
+        lay = self.layout
+        if self._buffers is None or self._buffers[2].dtype != dtype:
+            shape = (lay.group, lay.chunk, lay.width // KEYS_PER_WORD)
+            words = torch.empty(shape, dtype=torch.int32, device=self.rows.device)
+            keep = torch.empty(shape[:2] + (lay.width,), dtype=dtype, device=self.rows.device)
+            self._buffers = (words, torch.empty_like(words), keep)
+        return self._buffers
+
+    def release(self) -> None:
+        """Free the group buffers (between forward and backward the object is kept, they are not)."""
+        self._buffers = None
 
     def global_keys(self, dtype) -> Tensor:
-        """(S, M', G) multipliers of every query against its slice's global keys."""
+        """(S, M', G) multipliers, 0 or keep_scale, of every query against its slice's global keys."""
         rows = self.rows.view(self.layout.slices, -1, 1)
         keys = self.global_positions[self.batch_of_slice][:, None, :]  # (S, 1, G)
-        return self._factor(keep_from_rows(rows, keys, self.dropout), dtype)
+        return keep_from_rows(rows, keys, self.dropout).to(dtype).mul_(self.dropout.keep_scale)

@@ -30,6 +30,7 @@ arithmetic; tests check both against plain Python integers.
 """
 import sys
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -94,16 +95,28 @@ def _xorshift_(x: Tensor, scratch: Tensor, bits: int) -> None:
     x.bitwise_xor_(scratch.bitwise_and_((1 << (32 - bits)) - 1))
 
 
-def mix32_(x: Tensor) -> Tensor:
-    """mix32 in place, with one scratch tensor: on CPU each fresh temporary of a large tensor
-    costs more than the integer operation that fills it (measured 5x slower allocating)."""
-    scratch = torch.empty_like(x)
+def mix32_(x: Tensor, scratch: Optional[Tensor] = None) -> Tensor:
+    """mix32 in place, with one scratch tensor of x's shape (made here when not given): on CPU
+    each fresh temporary of a large tensor costs more than the integer operation that fills it
+    (measured 5x slower allocating)."""
+    if scratch is None:
+        scratch = torch.empty_like(x)
     _xorshift_(x, scratch, 16)
+    return _mix32_after_first_shift_(x, scratch)
+
+
+def _mix32_after_first_shift_(x: Tensor, scratch: Tensor) -> Tensor:
+    """Steps 2-5 of mix32, in place: x holds x0 ^ (x0 >>> 16) for the input x0."""
     x.mul_(_as_int32(MIX_MUL_1))
     _xorshift_(x, scratch, 15)
     x.mul_(_as_int32(MIX_MUL_2))
     _xorshift_(x, scratch, 16)
     return x
+
+
+def _xorshift16(x: Tensor) -> Tensor:
+    """x ^ (x >>> 16), out of place (for small tensors)."""
+    return x ^ ((x >> 16) & 0xFFFF)
 
 
 def row_hash(seed: int, b: Tensor, h: Tensor, i: Tensor) -> Tensor:
@@ -125,20 +138,41 @@ def keep_from_rows(rows: Tensor, j: Tensor, dropout: AttentionDropout) -> Tensor
     return draws(rows, j) >= dropout.threshold
 
 
+def consecutive_keep_(rows: Tensor, first_group: Tensor, words: Tensor, scratch: Tensor, out: Tensor,
+                      dropout: AttentionDropout) -> Tensor:
+    """``out`` <- the keep mask as 1.0 (kept) / 0.0 (dropped) of rows against 4 * G consecutive
+    keys starting at key 4 * first_group: one hash per four keys. Returns ``out``.
+
+    rows (..., R, 1) int32 and first_group (..., 1, 1) int32 broadcast against the buffers:
+    words and scratch (..., R, G) int32, out (..., R, 4 G) float, all written. The words'
+    bytes are read in place through a uint8 view (byte k of a little-endian int32 is bits
+    8k .. 8k + 7: draw k of the word), converted to float and stepped by arithmetic,
+    clamp(draw - threshold + 1, 0, 1), in place: on CPU a comparison producing bool ran about
+    10x slower than a float operation of the same size, and a fresh temporary costs more than the
+    operation filling it (measured). The 1 / (1 - rate) scale is left to the caller, which folds
+    it into a smaller tensor."""
+    assert sys.byteorder == "little", "the byte view needs a little-endian machine"
+    groups = words.shape[-1]
+    group = first_group + torch.arange(groups, dtype=torch.int32, device=rows.device)  # (..., 1, G)
+    # mix's first step on row ^ group, from the small operands: logical shifts distribute over
+    # xor, so (r ^ g) ^ ((r ^ g) >>> 16) = (r ^ (r >>> 16)) ^ (g ^ (g >>> 16)): one pass over
+    # the words instead of four
+    torch.bitwise_xor(_xorshift16(rows), _xorshift16(group), out=words)
+    _mix32_after_first_shift_(words, scratch)
+    out.copy_(words.view(torch.uint8).view(out.shape))
+    return out.sub_(dropout.threshold - 1).clamp_(0.0, 1.0)
+
+
 def consecutive_multipliers(rows: Tensor, first_group: Tensor, groups: int, dropout: AttentionDropout,
                             dtype: torch.dtype) -> Tensor:
     """Dropout multipliers (0 or keep_scale) of rows against KEYS_PER_WORD * ``groups``
-    consecutive keys starting at key 4 * first_group: one hash per four keys.
-
-    rows (..., R, 1) int32 and first_group (..., 1, 1) int32 broadcast to the leading dims;
-    returns (..., R, 4 * groups) in ``dtype``. The words' bytes are read in place through a
-    uint8 view (byte k of a little-endian int32 is bits 8k .. 8k + 7: draw k of the word), and
-    the comparison is arithmetic ((draw - threshold + 1) clamped to [0, 1], in int16) because
-    torch's CPU comparison of uint8 tensors was measured about 7x slower."""
-    assert sys.byteorder == "little", "the byte view needs a little-endian machine"
-    words = mix32_(rows ^ (first_group + torch.arange(groups, dtype=torch.int32, device=rows.device)))
-    keep = words.view(torch.uint8).to(torch.int16).sub_(dropout.threshold - 1).clamp_(0, 1)
-    return keep.to(dtype).mul_(dropout.keep_scale)
+    consecutive keys starting at key 4 * first_group (``consecutive_keep_`` with fresh buffers):
+    rows (..., R, 1), first_group (..., 1, 1) int32 -> (..., R, 4 * groups) in ``dtype``."""
+    shape = torch.broadcast_shapes(rows.shape, first_group.shape)[:-1] + (groups,)
+    words = torch.empty(shape, dtype=torch.int32, device=rows.device)
+    out = torch.empty(shape[:-1] + (groups * KEYS_PER_WORD,), dtype=dtype, device=rows.device)
+    keep = consecutive_keep_(rows, first_group, words, torch.empty_like(words), out, dropout)
+    return keep.mul_(dropout.keep_scale)
 
 
 def keep_mask(dropout: AttentionDropout, b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:

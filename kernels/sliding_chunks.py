@@ -191,9 +191,12 @@ class _BandAttention(torch.autograd.Function):
             _scores_into(block, *_biases(band, key_bias, slice(start, end)), q_chunks[start:end],
                          k_windows[start:end], scale2)
             total = _exp_and_lse(block, lse[start:end])  # the normaliser counts every key
-            if drop is not None:
+            if drop is not None:  # kept probabilities, times 1 / (1 - rate) through the (T, c, 1) sums
                 block.mul_(drop.band(start, end, block.dtype))
+                total.mul_(1.0 - drop.dropout.rate)
             torch.bmm(block, v_windows[start:end], out=out[start:end]).div_(total)
+        if drop is not None:
+            drop.release()
         if global_keys is not None:
             glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
             glob.merge_into(out, lse, q_chunks, scale2, drop)
@@ -222,6 +225,9 @@ class _BandAttention(torch.autograd.Function):
         # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O), O the joint output
         delta = torch.einsum("tcd,tcd->tc", grad_chunks, out).unsqueeze(-1)  # no (T, c, D) temporary
         del out
+        # With dropout, dP and dV see the kept probabilities scaled by 1 / (1 - rate): the scale
+        # rides on one copy of dO, (T, c, D), not on every (T, c, L) block.
+        grad_kept = grad_chunks if drop is None else grad_chunks * drop.dropout.keep_scale
 
         grad_q = torch.empty_like(q_chunks)
         grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
@@ -236,14 +242,14 @@ class _BandAttention(torch.autograd.Function):
             p, ds, win = probs[:count], grad_scores[:count], windows[:count]
             _scores_into(p, *_biases(band, key_bias, rows), q_chunks[rows], k_windows[rows], scale2)
             p.sub_(lse[rows]).exp2_()  # the joint lse: band probabilities of the joint softmax
-            torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
+            torch.bmm(grad_kept[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
             if drop is None:
                 torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
-            else:  # out used the kept probabilities P * factor; dP above is theirs
-                factor = drop.band(start, end, p.dtype)
-                ds.mul_(factor)
-                kept = factor.mul_(p)  # factor is spent: no fresh (T, c, L) temporary
-                torch.bmm(kept.transpose(1, 2), grad_chunks[rows], out=win)
+            else:  # out used the kept probabilities P * keep / (1 - rate); dP above is theirs
+                keep = drop.band(start, end, p.dtype)
+                ds.mul_(keep)
+                kept = keep.mul_(p)  # the mask is spent: no fresh (T, c, L) temporary
+                torch.bmm(kept.transpose(1, 2), grad_kept[rows], out=win)
             _fold(grad_v_blocks, win, start, layout.blocks)
             ds.sub_(delta[rows]).mul_(p)
             if grad_bias is not None:
@@ -251,6 +257,8 @@ class _BandAttention(torch.autograd.Function):
             torch.bmm(ds, k_windows[rows], out=grad_q[rows])
             torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
             _fold(grad_k_blocks, win, start, layout.blocks)
+        if drop is not None:
+            drop.release()
         if global_keys is not None:
             glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
             glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)
