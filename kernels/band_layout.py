@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .dropout import KEYS_PER_WORD, AttentionDropout, consecutive_keep_, keep_from_rows, row_hash
+from .dropout import (KEYS_PER_WORD, AttentionDropout, consecutive_words_, first_mix_step, keep_from_rows,
+                      keep_from_words_, row_hash)
 
 # In the small global-query scores, masked scores get the finite MASKED_SCORE (pattern.py).
 # In the band, masked scores are -inf instead: exp(-1e30 - m) goes through the CPU's slow
@@ -157,6 +158,14 @@ class BandDropout:
     m * d + r). The mask is a function of the original (b, head, position), so this maps back.
     heads: (H_group,) long, the original head of each head of the group; global_positions:
     (B, G) long or None.
+
+    Where the keys of a window are whole groups of 4 consecutive positions (undilated), the
+    forward hashes every window once and keeps the hash words, (S * nb, c, L / 4) int32, one
+    byte per band score, until the backward, which then only compares them: on CPU the hash was
+    a third of what dropout cost a forward and backward (N = 4,096, w = 256), and the words take
+    a quarter of the memory of the (S * nb, c, L) fp32 score blocks that storing the mask as
+    multipliers would, and a sixth of what Hugging Face's Longformer keeps per layer (its fp32
+    band probabilities and their dropout mask). The dilated (per-entry) path recomputes its mask.
     """
 
     def __init__(self, dropout: AttentionDropout, layout: "BandLayout", heads: Tensor, dilation: int,
@@ -179,39 +188,55 @@ class BandDropout:
                             and sys.byteorder == "little")
         self.global_positions = global_positions
         self._buffers = None
+        self.words = None  # the consecutive path's hash words, drawn by the forward
+        self.drawn = False
+        if self.consecutive:
+            # the hash's first step on its small operands, once per call (forward and backward
+            # reuse them): each row, and each window's key groups (windows, 1, L / 4)
+            self.row_steps = first_mix_step(self.rows)
+            first = (torch.arange(layout.windows, device=device) % layout.num_chunks) * layout.chunk - layout.before
+            groups = first[:, None] // KEYS_PER_WORD + torch.arange(layout.width // KEYS_PER_WORD, device=device)
+            self.group_steps = first_mix_step(groups.int()).unsqueeze(1)
 
     def band(self, start: int, end: int, dtype) -> Tensor:
         """(end - start, c, L) 0 / 1 keep mask of windows start .. end - 1, in ``dtype``: a view
         of a buffer of this object's, overwritten by the next call (the caller may write it)."""
+        if self.consecutive:  # a window's keys are whole groups of 4 consecutive positions
+            scratch, keep = self._group_buffers(dtype)
+            count = end - start
+            if self.words is None:
+                lay = self.layout
+                self.words = torch.empty(lay.windows, lay.chunk, lay.width // KEYS_PER_WORD, dtype=torch.int32,
+                                         device=self.rows.device)
+            words = self.words[start:end]
+            if not self.drawn:
+                consecutive_words_(self.row_steps[start:end], self.group_steps[start:end], words, scratch[:count])
+            return keep_from_words_(words, keep[:count], self.dropout)
         lay = self.layout
         t = torch.arange(start, end, device=self.rows.device)
         # key column u of window t (chunk j of slice s) is index j * c + u - before of slice s;
         # indices outside the slice are masked by the band's bias, so any value does there
         first = (t % lay.num_chunks) * lay.chunk - lay.before
-        if self.consecutive:  # a window's keys are whole groups of 4 consecutive positions
-            words, scratch, keep = self._group_buffers(dtype)
-            count = end - start
-            return consecutive_keep_(self.rows[start:end], (first // KEYS_PER_WORD).int()[:, None, None],
-                                     words[:count], scratch[:count], keep[:count], self.dropout)
         index = first[:, None] + torch.arange(lay.width, device=t.device)
         slices = t // lay.num_chunks
         positions = index.clamp_(min=0) * self.dilation + self.residue[slices][:, None]
         return keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout).to(dtype)
 
-    def _group_buffers(self, dtype) -> Tuple[Tensor, Tensor, Tensor]:
-        """int32 words and scratch (group, c, L / 4), the (group, c, L) mask: made once per
+    def _group_buffers(self, dtype) -> Tuple[Tensor, Tensor]:
+        """The hash's int32 scratch (group, c, L / 4) and the (group, c, L) mask: made once per
         pass, not per group of windows (a fresh large tensor costs page faults on CPU)."""
         lay = self.layout
-        if self._buffers is None or self._buffers[2].dtype != dtype:
-            shape = (lay.group, lay.chunk, lay.width // KEYS_PER_WORD)
-            words = torch.empty(shape, dtype=torch.int32, device=self.rows.device)
-            keep = torch.empty(shape[:2] + (lay.width,), dtype=dtype, device=self.rows.device)
-            self._buffers = (words, torch.empty_like(words), keep)
+        if self._buffers is None or self._buffers[1].dtype != dtype:
+            scratch = torch.empty(lay.group, lay.chunk, lay.width // KEYS_PER_WORD, dtype=torch.int32,
+                                  device=self.rows.device)
+            self._buffers = (scratch, torch.empty(lay.group, lay.chunk, lay.width, dtype=dtype, device=scratch.device))
         return self._buffers
 
-    def release(self) -> None:
-        """Free the group buffers (between forward and backward the object is kept, they are not)."""
+    def end_pass(self) -> None:
+        """After a pass over every window: free the group buffers (the object lives from forward
+        to backward, they need not); the hash words drawn stay for the backward."""
         self._buffers = None
+        self.drawn = self.words is not None
 
     def global_keys(self, dtype) -> Tensor:
         """(S, M', G) multipliers, 0 or keep_scale, of every query against its slice's global keys."""

@@ -114,11 +114,6 @@ def _mix32_after_first_shift_(x: Tensor, scratch: Tensor) -> Tensor:
     return x
 
 
-def _xorshift16(x: Tensor) -> Tensor:
-    """x ^ (x >>> 16), out of place (for small tensors)."""
-    return x ^ ((x >> 16) & 0xFFFF)
-
-
 def row_hash(seed: int, b: Tensor, h: Tensor, i: Tensor) -> Tensor:
     """The per-query-row part of the hash; b, h, i broadcast. Returns int32 bit patterns."""
     return mix32_(mix32_(mix32_(b.int() ^ seed) ^ h.int()) ^ i.int())
@@ -138,41 +133,45 @@ def keep_from_rows(rows: Tensor, j: Tensor, dropout: AttentionDropout) -> Tensor
     return draws(rows, j) >= dropout.threshold
 
 
-def consecutive_keep_(rows: Tensor, first_group: Tensor, words: Tensor, scratch: Tensor, out: Tensor,
-                      dropout: AttentionDropout) -> Tensor:
-    """``out`` <- the keep mask as 1.0 (kept) / 0.0 (dropped) of rows against 4 * G consecutive
-    keys starting at key 4 * first_group: one hash per four keys. Returns ``out``.
+def first_mix_step(x: Tensor) -> Tensor:
+    """mix32's first step, x ^ (x >>> 16), out of place. Logical shifts distribute over xor, so
+    the step of row ^ group is first_mix_step(row) ^ first_mix_step(group): taken on the small
+    per-row and per-group operands (``consecutive_keep_``), it costs one pass over the words
+    instead of four."""
+    return x ^ ((x >> 16) & 0xFFFF)
 
-    rows (..., R, 1) int32 and first_group (..., 1, 1) int32 broadcast against the buffers:
-    words and scratch (..., R, G) int32, out (..., R, 4 G) float, all written. The words'
-    bytes are read in place through a uint8 view (byte k of a little-endian int32 is bits
-    8k .. 8k + 7: draw k of the word), converted to float and stepped by arithmetic,
-    clamp(draw - threshold + 1, 0, 1), in place: on CPU a comparison producing bool ran about
-    10x slower than a float operation of the same size, and a fresh temporary costs more than the
-    operation filling it (measured). The 1 / (1 - rate) scale is left to the caller, which folds
-    it into a smaller tensor."""
+
+def consecutive_words_(row_steps: Tensor, group_steps: Tensor, words: Tensor, scratch: Tensor) -> Tensor:
+    """``words`` <- the hash words of rows against groups of 4 consecutive keys; returns it.
+
+    row_steps (..., R, 1) = first_mix_step(row hashes) and group_steps (..., 1, G) =
+    first_mix_step(key groups j // 4), int32, broadcast against words and scratch (..., R, G)
+    int32 (both written): one hash per four keys."""
+    return _mix32_after_first_shift_(torch.bitwise_xor(row_steps, group_steps, out=words), scratch)
+
+
+def keep_from_words_(words: Tensor, out: Tensor, dropout: AttentionDropout) -> Tensor:
+    """``out`` (..., R, 4 G) float <- the keep mask of hash words (..., R, G), 1.0 (kept) / 0.0
+    (dropped); returns it. The words' bytes are read in place through a uint8 view (byte k of a
+    little-endian int32 is bits 8k .. 8k + 7: draw k of the word) and compared straight into the
+    float buffer: on CPU that one comparison took 70 us a group where a bool result took 340 and
+    a float copy, subtraction and clamp 130 (measured). The 1 / (1 - rate) scale is left to the
+    caller, which folds it into a smaller tensor."""
     assert sys.byteorder == "little", "the byte view needs a little-endian machine"
-    groups = words.shape[-1]
-    group = first_group + torch.arange(groups, dtype=torch.int32, device=rows.device)  # (..., 1, G)
-    # mix's first step on row ^ group, from the small operands: logical shifts distribute over
-    # xor, so (r ^ g) ^ ((r ^ g) >>> 16) = (r ^ (r >>> 16)) ^ (g ^ (g >>> 16)): one pass over
-    # the words instead of four
-    torch.bitwise_xor(_xorshift16(rows), _xorshift16(group), out=words)
-    _mix32_after_first_shift_(words, scratch)
-    out.copy_(words.view(torch.uint8).view(out.shape))
-    return out.sub_(dropout.threshold - 1).clamp_(0.0, 1.0)
+    return torch.ge(words.view(torch.uint8).view(out.shape), dropout.threshold, out=out)
 
 
 def consecutive_multipliers(rows: Tensor, first_group: Tensor, groups: int, dropout: AttentionDropout,
                             dtype: torch.dtype) -> Tensor:
     """Dropout multipliers (0 or keep_scale) of rows against KEYS_PER_WORD * ``groups``
-    consecutive keys starting at key 4 * first_group (``consecutive_keep_`` with fresh buffers):
+    consecutive keys starting at key 4 * first_group (``consecutive_words_``, ``keep_from_words_``):
     rows (..., R, 1), first_group (..., 1, 1) int32 -> (..., R, 4 * groups) in ``dtype``."""
     shape = torch.broadcast_shapes(rows.shape, first_group.shape)[:-1] + (groups,)
     words = torch.empty(shape, dtype=torch.int32, device=rows.device)
     out = torch.empty(shape[:-1] + (groups * KEYS_PER_WORD,), dtype=dtype, device=rows.device)
-    keep = consecutive_keep_(rows, first_group, words, torch.empty_like(words), out, dropout)
-    return keep.mul_(dropout.keep_scale)
+    group_steps = first_mix_step(first_group + torch.arange(groups, dtype=torch.int32, device=rows.device))
+    consecutive_words_(first_mix_step(rows), group_steps, words, torch.empty_like(words))
+    return keep_from_words_(words, out, dropout).mul_(dropout.keep_scale)
 
 
 def keep_mask(dropout: AttentionDropout, b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:

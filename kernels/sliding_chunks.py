@@ -196,7 +196,7 @@ class _BandAttention(torch.autograd.Function):
                 total.mul_(1.0 - drop.dropout.rate)
             torch.bmm(block, v_windows[start:end], out=out[start:end]).div_(total)
         if drop is not None:
-            drop.release()
+            drop.end_pass()
         if global_keys is not None:
             glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
             glob.merge_into(out, lse, q_chunks, scale2, drop)
@@ -258,7 +258,7 @@ class _BandAttention(torch.autograd.Function):
             torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
             _fold(grad_k_blocks, win, start, layout.blocks)
         if drop is not None:
-            drop.release()
+            drop.end_pass()
         if global_keys is not None:
             glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
             glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)
