@@ -18,5 +18,8 @@ Names for code outside this package (the tools in ``longformer_tools``):
 
     extend_positions   a learned position table extended to more positions, tiled copies of the
                        learned rows (the paper's initialisation), fairseq's reserved rows kept
+    to_hf_masked_lm    a built fairseq Longformer masked LM as an in-memory Hugging Face
+                       LongformerForMaskedLM with the same weights (the export's key map and checks)
 """
+from .hf_export import to_hf_masked_lm  # noqa: F401  (public)
 from .rules import extend_positions  # noqa: F401  (public)

@@ -24,7 +24,9 @@ from typing import Callable, Dict, List, Optional
 from ..atomic import check_output_dir, staged_folder
 from . import fairseq_checkpoint
 from .families import led as led_family
-from .families.longformer import WEIGHTS_NAME, fairseq_to_hf_state, hf_config_dict
+from .families.longformer import (
+    HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, HeadRef, fairseq_to_hf_state, hf_config_dict,
+)
 from .families.longformer_checks import inspect_model
 from .families.longformer_heads import (
     checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
@@ -71,6 +73,34 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
 # the Longformer family
 
 
+def _longformer_export(model, dictionary, head: Optional[HeadRef], labels: Optional[List[str]]):
+    """(layout, HF config dict, HF tensors) of a built fairseq Longformer with ``head`` (None: its
+    LM head), every check run on the way."""
+    layout = inspect_model(model, dictionary, head)
+    config = hf_config_dict(layout, dictionary, labels)
+    tensors = fairseq_to_hf_state(model.state_dict(), layout)
+    check_shapes(tensors, layout.hf_shapes(), "exported tensors")
+    return layout, config, tensors
+
+
+def to_hf_masked_lm(model, dictionary):
+    """A built fairseq Longformer masked LM (with its task's dictionary, <mask> included) as an
+    in-memory ``transformers.LongformerForMaskedLM`` holding the same weights: what
+    ``export_model`` writes (config, key map, checks, dropout rates), loaded without a folder.
+    The HF model is in training mode, as a freshly built one is."""
+    transformers, _ = _hf_imports()
+    layout, config, tensors = _longformer_export(model, dictionary, None, None)
+    hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**config))
+    missing, unexpected = hf_model.load_state_dict(tensors, strict=False)
+    # tied, the decoder weight is the word embeddings' parameter (loaded under that name); the
+    # position and token-type id buffers are HF's own
+    allowed = {k.format(base="longformer") for k in HF_IGNORED_BUFFERS} | ({HF_DECODER_WEIGHT} if layout.tied else set())
+    if set(missing) - allowed or unexpected:
+        raise ValueError(f"LongformerForMaskedLM did not take the exported tensors: missing "
+                         f"{sorted(set(missing) - allowed)}, unexpected {sorted(unexpected)}")
+    return hf_model
+
+
 def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None, overwrite: bool = False,
                  head_name: Optional[str] = None, labels: Optional[List[str]] = None) -> ExportResult:
     """Write a built fairseq Longformer (with the task's dictionary, <mask> included) as a Hugging
@@ -81,11 +111,8 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
     head = choose_head(model_heads(model), head_name, "the model")
     if head is not None:
         refuse_heads_without_hf_class(head, head_module(model, head).state_dict())
-    layout = inspect_model(model, dictionary, head)
-    config = hf_config_dict(layout, dictionary, labels)
-    tensors = fairseq_to_hf_state(model.state_dict(), layout)
+    layout, config, tensors = _longformer_export(model, dictionary, head, labels)
     hf_config = transformers.LongformerConfig(**config)
-    check_shapes(tensors, layout.hf_shapes(), "exported tensors")
     for warning in layout.warnings:
         logger.warning(warning)
 

@@ -145,6 +145,7 @@ CASES = [
     Case("longformer-bench", "--replot non-UTF-8", lambda w: ["--replot", "bench_latin1.json"], "bench_latin1.json", "give the .json"),
     Case("longformer-bench-led", "impossible --check-length", lambda w: ["--check-length", "9999", "--window", "8"], "--check-length", "at most"),
     Case("longformer-bench-lm", "bad --batch", lambda w: ["--batch", "0"], "--batch", ">= 1"),
+    Case("longformer-bench-mlm", "--dropout 1", lambda w: ["--dropout", "1"], "--dropout", "[0, 1)"),
     Case("longformer-train", "malicious pickle (--restore-file)", lambda w: ["data", *tiny_train("--restore-file", "evil/model.pt")[3:]], "evil/model.pt", TRUST),
     Case("fairseq-train", "malicious pickle (resume)", lambda w: tiny_train("--save-dir", "resume"), "resume/checkpoint_last.pt", TRUST),
     Case("fairseq-train", "empty --restore-file", lambda w: tiny_train("--restore-file", "empty/model.pt"), "empty/model.pt", "intact checkpoint"),

@@ -1,8 +1,10 @@
 """The benchmarks, on the machine at hand. ``contenders`` (the four ways to compute the same
 self-attention), ``measure`` (time and peak memory of one case in this process), ``workers``
 (fresh processes, contenders timed side by side), ``ratios`` (ratios against the baselines and
-the printed tables), ``figure1`` (the plot); whole models on the same machinery: ``led_encoder``
-(the LED encoder against BART's) and ``lm_step`` (a char-LM training step); ``results_page`` (the
+the printed tables), ``flops`` and ``matmul_limit`` (useful FLOPs of the layer and the machine's
+matmul limit at its shapes), ``figure1`` (the plot); whole models on the same machinery:
+``led_encoder`` (the LED encoder against BART's), ``lm_step`` (a char-LM training step) and
+``mlm_step`` (a masked-LM training step against transformers); ``results_page`` (the
 markdown page of a stored run, headed by the command that regenerates it). The console scripts
 are in ``longformer_tools.cli``.
 """

@@ -16,7 +16,10 @@ projection, as a whole attention block does.
           Linear plays the part of HF's ``LongformerAttention.output.dense``.
 
 All contenders get identical weights (``shared_weights``) and inputs (``make_inputs``), so their
-outputs must agree.
+outputs must agree (in eval mode: with attention dropout p > 0 each draws its own masks). With
+``Case.dropout`` = p each drops attention probabilities at rate p in training mode (the modules
+are built in it): ours through its config's ``dropout``, dense through SDPA's ``dropout_p``, HF
+through ``attention_probs_dropout_prob``.
 """
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
@@ -32,7 +35,7 @@ CONTENDERS = ("dense", "torch", "triton", "hf")
 
 @dataclass
 class Case:
-    """One measurement: a contender at one length and global-token count."""
+    """One measurement: a contender at one length, global-token count and attention-dropout rate."""
 
     impl: str
     length: int
@@ -48,6 +51,9 @@ class Case:
     time_cap: float = 60.0  # seconds for one forward+backward before the case counts as too slow
     output_projection: bool = False  # end every contender in the output projection too
     memory_limit_mb: Optional[float] = None  # CPU: address-space headroom for the forked process
+    # attention-dropout rate of longformer-bench's contenders (a whole-model case leaves it None:
+    # its dropout is its architecture's, and its rows carry no rate)
+    dropout: Optional[float] = None
 
     @property
     def hidden(self) -> int:
@@ -86,9 +92,10 @@ class DenseSDPASelfAttention(nn.Module):
     the module, as a model would share it across its layers.
     """
 
-    def __init__(self, hidden: int, heads: int):
+    def __init__(self, hidden: int, heads: int, dropout: float = 0.0):
         super().__init__()
         self.heads, self.head_dim = heads, hidden // heads
+        self.dropout = dropout  # on the attention probabilities, in training mode (SDPA's dropout_p)
         for name in PROJECTIONS:
             setattr(self, name, nn.Linear(hidden, hidden))
 
@@ -97,7 +104,8 @@ class DenseSDPASelfAttention(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor, is_global: Optional[Tensor], output_projection: bool) -> Tensor:
         q, k, v = (self._split(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, N, D)
+        dropout = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, H, N, D)
         if is_global is not None:
             # global rows attend every key with the global projections; (B, G) positions, the
             # same count in every row (as in the benchmark)
@@ -105,7 +113,7 @@ class DenseSDPASelfAttention(nn.Module):
             x_glob = x.gather(1, index[..., None].expand(-1, -1, x.shape[2]))
             q_g = self._split(self.q_global_proj(x_glob))
             k_g, v_g = self._split(self.k_global_proj(x)), self._split(self.v_global_proj(x))
-            glob = F.scaled_dot_product_attention(q_g, k_g, v_g)  # (B, H, G, D)
+            glob = F.scaled_dot_product_attention(q_g, k_g, v_g, dropout_p=dropout)  # (B, H, G, D)
             out = out.scatter(2, index[:, None, :, None].expand(-1, self.heads, -1, self.head_dim), glob)
         out = out.transpose(1, 2).reshape(x.shape)
         return self.out_proj(out) if output_projection else out
@@ -124,15 +132,16 @@ def build_contender(case: Case, device: torch.device, dtype: torch.dtype,
                     ) -> Tuple[nn.Module, Callable[[Tensor], Tensor]]:
     """(module, f) where f maps hidden states (B, N, C) to (B, N, C) for this case's length."""
     glob = is_global if bool(is_global.any()) else None
+    dropout = case.dropout or 0.0
     if case.impl == "dense":
-        module = DenseSDPASelfAttention(case.hidden, case.heads)
+        module = DenseSDPASelfAttention(case.hidden, case.heads, dropout)
         for name in PROJECTIONS:
             _load(getattr(module, name), weights[name])
         module = module.to(device, dtype)
         mask = dense_pattern_mask(is_global.shape[1], case.window, is_global)
         return module, lambda x: module(x, mask, glob, case.output_projection)
     if case.impl in ("torch", "triton"):
-        config = LongformerAttentionConfig(AttentionPattern(window=case.window), impl=case.impl)
+        config = LongformerAttentionConfig(AttentionPattern(window=case.window), impl=case.impl, dropout=dropout)
         module = LongformerSelfAttention(case.hidden, case.heads, config)
         for name in PROJECTIONS:
             _load(getattr(module, name), weights[name])
@@ -146,7 +155,7 @@ def build_contender(case: Case, device: torch.device, dtype: torch.dtype,
 
         config = hf.LongformerConfig(
             hidden_size=case.hidden, num_attention_heads=case.heads, num_hidden_layers=1,
-            attention_window=[2 * case.window], attention_probs_dropout_prob=0.0,
+            attention_window=[2 * case.window], attention_probs_dropout_prob=dropout,
         )
         module = nn.ModuleDict({"self": hf.LongformerSelfAttention(config, layer_id=0),
                                 "dense": nn.Linear(case.hidden, case.hidden)})

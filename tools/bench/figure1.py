@@ -48,8 +48,13 @@ def figure1(rows: List[dict], title: str):
     """The paper's Figure 1 as a matplotlib figure: two log-log panels, time and peak memory
     against N, forward+backward (solid: no global tokens; dashed: with global tokens; one line
     per contender and global-token count, labelled "<contender label>, <G> global") and forward
-    only (thin dotted)."""
+    only (thin dotted). With several attention-dropout rates, the rows of the lowest are drawn
+    (the table and the JSON hold them all)."""
     matplotlib, plt = _matplotlib()
+    rates = sorted({r.get("dropout") or 0.0 for r in rows})
+    if len(rates) > 1:
+        rows = [r for r in rows if (r.get("dropout") or 0.0) == rates[0]]
+        title += f"; attention dropout p = {rates[0]:g}"
 
     figure, (time_axis, memory_axis) = plt.subplots(1, 2, figsize=(13, 5))
     global_counts = sorted({r["global_tokens"] for r in rows})

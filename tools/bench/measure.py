@@ -52,6 +52,8 @@ class Result:
         data = asdict(self)
         data.pop("case")
         data.update(impl=self.case.impl, length=self.case.length, global_tokens=self.case.global_tokens)
+        if self.case.dropout is not None:
+            data["dropout"] = self.case.dropout
         return data
 
 
@@ -151,6 +153,14 @@ class Runner:
         self.sync()
         return out
 
+    def eval_fwd(self) -> Tensor:
+        """``fwd`` in eval mode, without dropout: the function every contender computes alike."""
+        self.module.eval()
+        try:
+            return self.fwd()
+        finally:
+            self.module.train()
+
     def fwd_bwd(self) -> Tensor:
         for p in self.module.parameters():
             p.grad = None  # as optimizer.zero_grad(set_to_none=True) leaves them
@@ -226,7 +236,8 @@ def measure(case: Case, phases=("memory", "time")) -> Result:
         with peak() as meter:
             out = runner.fwd()
         result.peak_fwd_mb = meter.peak_mb
-        result.fingerprint = output_fingerprint(out, case.global_tokens)
+        # with dropout each contender draws its own masks: compare the function without them
+        result.fingerprint = output_fingerprint(runner.eval_fwd() if case.dropout else out, case.global_tokens)
         del out
         with peak() as meter:
             runner.fwd_bwd()

@@ -21,13 +21,16 @@ def _ratio(numerator, denominator) -> Optional[float]:
 
 def add_ratios(results: List[Result], bases: Sequence[str] = ("hf", "dense")) -> List[dict]:
     """JSON rows with speedups (baseline time / time) and memory ratios (memory / baseline
-    memory) against each of ``bases`` measured in the same run, and the output agreement."""
+    memory) against each of ``bases`` measured in the same run at the same attention-dropout
+    rate, and the output agreement with every other row of the length and global-token count
+    (at any rate: outputs are compared in eval mode)."""
     rows = [r.to_json() for r in results]
-    by_key = {(r["impl"], r["length"], r["global_tokens"]): r for r in rows}
+    by_key = {(r["impl"], r["length"], r["global_tokens"], r.get("dropout")): r for r in rows}
     for row in rows:
-        key = (row["length"], row["global_tokens"])
+        point = (row["length"], row["global_tokens"])
+        key = (*point, row.get("dropout"))
         fingerprints = [other["fingerprint"] for other in rows
-                        if (other["length"], other["global_tokens"]) == key and other["fingerprint"]
+                        if (other["length"], other["global_tokens"]) == point and other["fingerprint"]
                         and other is not row]
         row["max_abs_diff_vs_others"] = (
             max(max(abs(a - b) for a, b in zip(row["fingerprint"], other)) for other in fingerprints)
@@ -48,35 +51,60 @@ def add_ratios(results: List[Result], bases: Sequence[str] = ("hf", "dense")) ->
     return rows
 
 
-def _fmt(value, spec="{:.0f}", none="-") -> str:
+def fmt(value, spec="{:.0f}", none="-") -> str:
     return none if value is None else spec.format(value)
 
 
+def row_order(row: dict):
+    """Rows of ``longformer-bench`` in print order: by length, dropout rate, contender."""
+    return row["length"], row.get("dropout") or 0.0, CONTENDERS.index(row["impl"])
+
+
+def limit_lines(rows: List[dict]) -> List[str]:
+    """One line per length: the matmul limit of the rows' point (``matmul_limit``), if measured."""
+    lines = []
+    for length in sorted({r["length"] for r in rows}):
+        limit = next((r for r in rows if r["length"] == length and r.get("limit_gflops_fwd_bwd")), None)
+        if limit is not None:
+            lines.append(f"N={length}: {fmt(limit['limit_gflops_fwd'], '{:.1f}')} GFLOP/s forward, "
+                         f"{fmt(limit['limit_gflops_fwd_bwd'], '{:.1f}')} forward+backward")
+    return lines
+
+
 def format_table(rows: List[dict]) -> str:
-    """One block per global-token count: a line per (length, contender)."""
-    header = (f"{'N':>6} {'impl':>6} {'status':>8} {'fwd ms':>9} {'fwd+bwd ms':>11} {'fwd MB':>8} "
-              f"{'f+b MB':>8} {'xHF f+b':>8} {'xDense f+b':>10} {'mem/HF':>7} {'mem/dense':>9} {'|diff|':>8} {'busy':>5}")
+    """One block per global-token count: a line per (length, dropout rate, contender), then the
+    matmul limit of each length."""
+    header = (f"{'N':>6} {'impl':>6} {'p':>4} {'status':>8} {'fwd ms':>9} {'fwd+bwd ms':>11} {'fwd MB':>8} "
+              f"{'f+b MB':>8} {'xHF f+b':>8} {'xDense f+b':>10} {'mem/HF':>7} {'mem/dense':>9} {'|diff|':>8} "
+              f"{'busy':>5} {'GFLOP/s':>8} {'limit':>6}")
     lines = []
     for global_tokens in sorted({r["global_tokens"] for r in rows}):
-        lines.append(f"\nglobal tokens: {global_tokens}   (xHF, xDense: speedup = their time / this time; "
-                     "mem/HF, mem/dense: this peak / their peak, forward+backward; |diff|: largest output "
-                     "difference to the other contenders; busy: cores used by other work just before timing)")
+        block = [r for r in rows if r["global_tokens"] == global_tokens]
+        lines.append(f"\nglobal tokens: {global_tokens}   (p: attention-dropout rate; xHF, xDense: speedup = "
+                     "their time / this time at the same p; mem/HF, mem/dense: this peak / their peak, "
+                     "forward+backward; |diff|: largest output difference to the other contenders (eval mode); "
+                     "busy: cores used by other work just before timing; GFLOP/s: useful FLOPs per second, "
+                     "forward+backward; limit: that as a fraction of the machine's matmul limit)")
         lines.append(header)
         lines.append("-" * len(header))
-        for row in sorted((r for r in rows if r["global_tokens"] == global_tokens),
-                          key=lambda r: (r["length"], CONTENDERS.index(r["impl"]))):
+        for row in sorted(block, key=row_order):
             ratios = row["ratios"]
             status = row["status"] if row["status"] != "too_slow" else "slow"
             lines.append(
-                f"{row['length']:>6} {row['impl']:>6} {status:>8} {_fmt(row['fwd_ms']):>9} "
-                f"{_fmt(row['fwd_bwd_ms']):>11} {_fmt(row['peak_fwd_mb']):>8} {_fmt(row['peak_fwd_bwd_mb']):>8} "
-                f"{_fmt(ratios['fwd_bwd_speedup_vs_hf'], '{:.2f}'):>8} "
-                f"{_fmt(ratios['fwd_bwd_speedup_vs_dense'], '{:.2f}'):>10} "
-                f"{_fmt(ratios['peak_fwd_bwd_mem_ratio_vs_hf'], '{:.2f}'):>7} "
-                f"{_fmt(ratios['peak_fwd_bwd_mem_ratio_vs_dense'], '{:.2f}'):>9} "
-                f"{_fmt(row['max_abs_diff_vs_others'], '{:.0e}'):>8} "
-                f"{_fmt(row['busy_cores_before'], '{:.1f}'):>5}")
-    notes = sorted({f"{r['impl']} N={r['length']} G={r['global_tokens']}: {r['status']}: {r['note']}"
+                f"{row['length']:>6} {row['impl']:>6} {fmt(row.get('dropout'), '{:g}'):>4} {status:>8} "
+                f"{fmt(row['fwd_ms']):>9} "
+                f"{fmt(row['fwd_bwd_ms']):>11} {fmt(row['peak_fwd_mb']):>8} {fmt(row['peak_fwd_bwd_mb']):>8} "
+                f"{fmt(ratios['fwd_bwd_speedup_vs_hf'], '{:.2f}'):>8} "
+                f"{fmt(ratios['fwd_bwd_speedup_vs_dense'], '{:.2f}'):>10} "
+                f"{fmt(ratios['peak_fwd_bwd_mem_ratio_vs_hf'], '{:.2f}'):>7} "
+                f"{fmt(ratios['peak_fwd_bwd_mem_ratio_vs_dense'], '{:.2f}'):>9} "
+                f"{fmt(row['max_abs_diff_vs_others'], '{:.0e}'):>8} "
+                f"{fmt(row['busy_cores_before'], '{:.1f}'):>5} "
+                f"{fmt(row.get('useful_gflops_fwd_bwd'), '{:.1f}'):>8} "
+                f"{fmt(row.get('fraction_of_limit_fwd_bwd'), '{:.0%}'):>6}")
+        lines += [f"matmul limit at {line}" for line in limit_lines(block)]
+    notes = sorted({f"{r['impl']} N={r['length']} G={r['global_tokens']}"
+                    + (f" p={r['dropout']:g}" if r.get("dropout") is not None else "") + f": {r['status']}: {r['note']}"
                     for r in rows if r["status"] not in ("ok",)})
     if notes:
         lines.append("\n" + "\n".join(notes))
@@ -115,10 +143,10 @@ def format_model_rows(rows: List[dict], order: Sequence[str], impl_heading: str 
     for row in sorted(rows, key=lambda r: (r["length"], order.index(r["impl"]))):
         r = row["ratios"]
         lines.append(
-            f"{row['length']:>6} {row['impl']:>10} {row['status']:>7} {_fmt(row['fwd_bwd_ms']):>11} "
-            f"{_fmt(row['fwd_ms']):>9} {_fmt(row['peak_fwd_bwd_mb']):>11} {_fmt(row['peak_fwd_mb']):>8} "
-            f"{_fmt(r.get('fwd_bwd_speedup'), '{:.2f}'):>8} {_fmt(r.get('fwd_bwd_mem_ratio'), '{:.2f}'):>6} "
-            f"{_fmt(r.get('fwd_speedup'), '{:.2f}'):>11} {_fmt(r.get('fwd_mem_ratio'), '{:.2f}'):>7} "
-            f"{_fmt(row['busy_cores_before'], '{:.1f}'):>5}")
+            f"{row['length']:>6} {row['impl']:>10} {row['status']:>7} {fmt(row['fwd_bwd_ms']):>11} "
+            f"{fmt(row['fwd_ms']):>9} {fmt(row['peak_fwd_bwd_mb']):>11} {fmt(row['peak_fwd_mb']):>8} "
+            f"{fmt(r.get('fwd_bwd_speedup'), '{:.2f}'):>8} {fmt(r.get('fwd_bwd_mem_ratio'), '{:.2f}'):>6} "
+            f"{fmt(r.get('fwd_speedup'), '{:.2f}'):>11} {fmt(r.get('fwd_mem_ratio'), '{:.2f}'):>7} "
+            f"{fmt(row['busy_cores_before'], '{:.1f}'):>5}")
     notes = [f"{r['impl']} N={r['length']}: {r['status']}: {r['note']}" for r in rows if r["status"] != "ok"]
     return "\n".join(lines + notes)

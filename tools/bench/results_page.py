@@ -13,7 +13,7 @@ import os
 import shlex
 from typing import List, Optional, Sequence
 
-from .contenders import CONTENDERS
+from .ratios import limit_lines, row_order
 
 # flags that say what to do with a run, not how it was measured: never part of the command
 NOT_SETTINGS = ("replot", "markdown", "out_dir", "name", "help")
@@ -83,7 +83,8 @@ def _header(title: str, prog: str, parser, report: dict, json_path: str, markdow
 
 
 def _notes(rows: Sequence[dict]) -> List[str]:
-    notes = [f"- {r['impl']} at N = {r['length']:,}: {r['status']}: {r['note']}"
+    notes = [f"- {r['impl']} at N = {r['length']:,}" + (f", p = {r['dropout']:g}" if r.get("dropout") is not None else "")
+             + f": {r['status']}: {r['note']}"
              for r in rows if r["status"] != "ok" and r.get("note")]
     return ["", "Not measured:", ""] + notes if notes else []
 
@@ -98,27 +99,34 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
               f"(Hugging Face attention_window {2 * s['window']}); from the hidden states through the q/k/v "
               "projections to the heads' output" + (" and the output projection" if s.get("output_projection") else "")
               + ". Contenders: dense = SDPA with the pattern as a boolean mask, torch / triton = this project's "
-              "module, hf = transformers' LongformerSelfAttention.", ""]
+              "module, hf = transformers' LongformerSelfAttention; p = their attention-dropout rate (training "
+              "mode), speedups against the baselines at the same p. Useful GFLOP/s: the layer's useful FLOPs "
+              "of a forward+backward over its time; of limit: that over the machine's matmul limit, plain "
+              "matmuls at the layer's shapes timed in the same run.", ""]
     if png_path:
         relative = os.path.relpath(png_path, os.path.dirname(markdown_path) or ".")
         lines += [f"![time and peak memory against sequence length]({relative})", ""]
     rows = report["results"]
     for global_tokens in sorted({r["global_tokens"] for r in rows}):
         lines += [f"## {global_tokens} global tokens", "",
-                  "| N | contender | status | fwd ms | fwd+bwd ms | fwd MB | fwd+bwd MB | speedup vs hf | "
-                  "speedup vs dense | memory vs hf | memory vs dense |",
-                  "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for row in sorted((r for r in rows if r["global_tokens"] == global_tokens),
-                          key=lambda r: (r["length"], CONTENDERS.index(r["impl"]))):
+                  "| N | contender | p | status | fwd ms | fwd+bwd ms | fwd MB | fwd+bwd MB | speedup vs hf | "
+                  "speedup vs dense | memory vs hf | memory vs dense | useful GFLOP/s | of limit |",
+                  "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        block = [r for r in rows if r["global_tokens"] == global_tokens]
+        for row in sorted(block, key=row_order):
             ratios = row["ratios"]
             lines.append("| " + " | ".join([
-                f"{row['length']:,}", row["impl"], row["status"], _number(row["fwd_ms"]),
+                f"{row['length']:,}", row["impl"], _number(row.get("dropout"), "{:g}"), row["status"],
+                _number(row["fwd_ms"]),
                 _number(row["fwd_bwd_ms"]), _number(row["peak_fwd_mb"]), _number(row["peak_fwd_bwd_mb"]),
                 _number(ratios.get("fwd_bwd_speedup_vs_hf"), "{:.2f}"),
                 _number(ratios.get("fwd_bwd_speedup_vs_dense"), "{:.2f}"),
                 _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_hf"), "{:.2f}"),
-                _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_dense"), "{:.2f}")]) + " |")
-        lines.append("")
+                _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_dense"), "{:.2f}"),
+                _number(row.get("useful_gflops_fwd_bwd"), "{:.1f}"),
+                _number(row.get("fraction_of_limit_fwd_bwd"), "{:.0%}")]) + " |")
+        limits = limit_lines(block)
+        lines += [""] + ([f"Matmul limit at {'; '.join(limits)}.", ""] if limits else [])
     lines += _notes(rows)
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -143,6 +143,8 @@ def measure_memory(case: Case) -> Result:
     reason = unavailable_reason(case)
     if reason:
         return Result(case, status="n/a", note=reason)
+    if not getattr(case, "measures_memory", True):
+        return Result(case)  # timed only (the matmul limit's worker): no memory to report
     if case.device == "cuda":
         result = _measure_guarded(case, ("memory",))
         torch.cuda.empty_cache()

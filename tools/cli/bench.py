@@ -5,7 +5,10 @@ Whole modules are measured from input hidden states (B, N, heads * head_dim), q/
 included, up to the heads' output (Hugging Face's LongformerSelfAttention boundary;
 --output-projection adds the output projection to every contender): full self-attention (dense SDPA with the Longformer
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
-LongformerSelfAttention. Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
+LongformerSelfAttention, each at every --dropout rate (attention dropout in training mode).
+Beside them a worker times plain matmuls at the layer's own shapes: the machine's matmul limit,
+against which every row's useful GFLOP/s is reported as a fraction (``bench/flops.py``,
+``bench/matmul_limit.py``). Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
 --out-dir, and with --markdown PATH the results page (the plot needs matplotlib: pip install
 'fairseq-longformer[bench]'). The measuring code is in the package ``longformer_tools/bench/``.
 """
@@ -14,16 +17,17 @@ import os
 import platform
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
-from ..bench import results_page
+from ..bench import matmul_limit, results_page
 from ..bench.contenders import CONTENDERS, Case
 from ..bench.measure import MEMORY_HELP, Result
 from ..bench.figure1 import plot, require_matplotlib
 from ..bench.ratios import add_ratios, format_table
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report,
+from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_run_arguments, load_report,
                          memory_limit_mb, settings, write_report)
 
 CPU_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -39,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                "call, forward under torch.no_grad(), forward+backward with gradients of the input "
                "and all weights. On CPU the contenders of one length are timed side by side: each "
                "has a worker process with its module set up, and the workers are called in turn, "
-               "round-robin, so a slow spell of a shared machine falls on all of them alike. A "
+               "round-robin, so a slow spell of a shared machine falls on all of them alike (every "
+               "--dropout rate, and the matmul limit's worker, in the same round). A "
                "case whose first forward+backward exceeds --time-cap is recorded as too slow and "
                "longer lengths of that contender are skipped; an allocation failure is recorded "
                "as OOM, likewise.",
@@ -56,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="contenders (default: dense torch hf, plus triton on CUDA)")
     parser.add_argument("--global-tokens", nargs="+", type=int, default=[0, 8],
                         help="numbers of global tokens (the first tokens of the sequence), default 0 8")
+    parser.add_argument("--dropout", nargs="+", type=float, default=[0.0, 0.1],
+                        help="attention-dropout rates, each timed side by side with the others (training "
+                             "mode: ours' attention dropout, SDPA's dropout_p, HF's "
+                             "attention_probs_dropout_prob), default 0 0.1")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                         help="auto: cuda when available")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
@@ -93,6 +102,7 @@ def parse_args(argv=None):
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if any(g < 0 for g in args.global_tokens):
         parser.error("--global-tokens must be >= 0")
+    check_dropout(parser, "--dropout", args.dropout)
     return args
 
 
@@ -155,44 +165,54 @@ def main(argv=None) -> int:
         return replot(args.replot, args.markdown)
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args) if args.device == "cpu" else None
-    cases = [Case(impl=impl, length=length, global_tokens=g, batch=args.batch, heads=args.heads,
-                  head_dim=args.head_dim, window=args.window, device=args.device, dtype=args.dtype,
-                  repeats=args.repeats, threads=args.threads, time_cap=args.time_cap,
-                  memory_limit_mb=limit_mb, output_projection=args.output_projection)
-             # length-major, contenders adjacent: they run side by side in time
-             for length in sorted(args.lengths) for g in args.global_tokens for impl in args.impls]
+    # what every case of the run shares; each case sets its contender, length, global tokens and rate
+    sizes = Case(impl="dense", length=0, global_tokens=0, batch=args.batch, heads=args.heads, head_dim=args.head_dim,
+                 window=args.window, device=args.device, dtype=args.dtype, repeats=args.repeats,
+                 threads=args.threads, time_cap=args.time_cap, memory_limit_mb=limit_mb,
+                 output_projection=args.output_projection)
+    cases = [replace(sizes, impl=impl, length=length, global_tokens=g, dropout=p)
+             # length-major, contenders and rates adjacent: they run side by side in time
+             for length in sorted(args.lengths) for g in args.global_tokens for p in args.dropout
+             for impl in args.impls]
     info = environment(args)
-    results, given_up = [], {}
+    results, limits, given_up = [], [], {}
     started = time.time()
-    # one point = the contenders at one length and global-token count, timed side by side
+    # one point = the contenders at one length and global-token count, at every rate, timed side
+    # by side with the matmul limit's worker
     points = {}
     for case in cases:
         points.setdefault((case.length, case.global_tokens), []).append(case)
     with tqdm(total=len(cases), desc="longformer-bench", unit="case", dynamic_ncols=True) as progress:
         for (length, global_tokens), point in points.items():
-            progress.set_postfix_str(f"N={length} G={global_tokens}: {' '.join(c.impl for c in point)}")
+            progress.set_postfix_str(f"N={length} G={global_tokens}: {' '.join(args.impls)} at p="
+                                     + " ".join(f"{p:g}" for p in args.dropout))
             skipped, to_run = {}, []
             for case in point:
-                previous = given_up.get((case.impl, case.global_tokens))
+                previous = given_up.get((case.impl, case.global_tokens, case.dropout))
                 if previous is not None:
-                    skipped[case.impl] = Result(
+                    skipped[case.impl, case.dropout] = Result(
                         case, status=previous.status, note=f"skipped: {previous.status} already at N={previous.case.length}")
                 else:
                     to_run.append(case)
-            measured = dict(zip((c.impl for c in to_run), run_side_by_side(
-                to_run, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)))
+            limit, *timed = run_side_by_side([matmul_limit.limit_case(sizes, length, global_tokens)] + to_run,
+                                             quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
+            limits.append(matmul_limit.limit_row(limit))
+            measured = {(c.impl, c.dropout): r for c, r in zip(to_run, timed)}
             for case in point:
-                result = skipped.get(case.impl) or measured[case.impl]
-                if result.status in ("oom", "too_slow") and case.impl not in skipped:
-                    given_up[(case.impl, case.global_tokens)] = result
+                key = (case.impl, case.dropout)
+                result = skipped.get(key) or measured[key]
+                if result.status in ("oom", "too_slow") and key not in skipped:
+                    given_up[(case.impl, case.global_tokens, case.dropout)] = result
                 if result.status not in ("ok", "n/a"):
-                    progress.write(f"{case.impl} N={case.length} G={case.global_tokens}: {result.status} {result.note}")
+                    progress.write(f"{case.impl} N={case.length} G={case.global_tokens} p={case.dropout:g}: "
+                                   f"{result.status} {result.note}")
                 results.append(result)
                 progress.update(1)
-    rows = add_ratios(results)
+    rows = matmul_limit.add_efficiency(add_ratios(results), limits, sizes)
     print(format_table(rows))
 
-    json_path = write_report(args, rows, started, environment=info)
+    json_path = write_report(args, rows, started, environment=info, matmul_limits=limits,
+                             flops_definition=matmul_limit.FLOPS_DEFINITION)
     png_path = os.path.join(args.out_dir, args.name + ".png")
     plot(rows, png_path, plot_title(settings(args), info))
     if args.markdown:

@@ -1,4 +1,4 @@
-"""What the benchmark commands (longformer-bench, longformer-bench-lm, longformer-bench-led) share:
+"""What the benchmark commands (longformer-bench, -lm, -led and -mlm) share:
 the flags of a run, their checks, the workers' memory limit and the JSON report."""
 import json
 import os
@@ -65,7 +65,7 @@ def add_page_arguments(parser, redraws: str = "") -> None:
 def check_page_path(args) -> None:
     """A ValueError when --markdown would overwrite the run's own JSON or PNG (with --replot, the
     input): the page goes beside them, never over them."""
-    if not args.markdown:
+    if not getattr(args, "markdown", None):  # also a command without --markdown
         return
     stem = os.path.splitext(args.replot)[0] if args.replot else os.path.join(args.out_dir, args.name)
     for data in (stem + ".json", stem + ".png"):
@@ -86,6 +86,13 @@ def check_run_arguments(parser, args, min_length: int = 1) -> None:
         check_page_path(args)
     except ValueError as error:
         parser.error(str(error))
+
+
+def check_dropout(parser, flag: str, rates) -> None:
+    """Stop with parser.error (exit status 2) on a dropout rate outside [0, 1)."""
+    for rate in rates:
+        if not 0.0 <= rate < 1.0:  # NaN fails too
+            parser.error(f"{flag} must be in [0, 1) (a probability of dropping), got {rate:g}")
 
 
 def memory_limit_mb(args) -> Optional[float]:

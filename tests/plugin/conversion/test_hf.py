@@ -15,6 +15,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 import fairseq_longformer  # noqa: F401  (registers the plugin)
 from fairseq_longformer.cli import export_hf as export_cli
 from fairseq_longformer.cli import import_hf as import_cli
+from fairseq_longformer.conversion import to_hf_masked_lm
 from fairseq_longformer.conversion.hf_export import export_model
 from fairseq_longformer.conversion.hf_import import DictionaryTask, import_hf
 from fairseq_longformer.conversion.families.longformer import key_map, reverse_key_map
@@ -147,6 +148,19 @@ def test_export_gives_transformers_the_same_logits(tmp_path, untie):
     assert diff < TOL
     # the comparison can fail: without the global tokens on the HF side the outputs differ
     assert max_diff(ours, hf_logits(model_hf, src, d.pad()), src, d.pad()) > 100 * TOL
+
+
+@pytest.mark.parametrize("untie", [False, True], ids=["tied", "untied"])
+def test_in_memory_export_gives_the_same_logits(untie):
+    """``to_hf_masked_lm``: the export without a folder, same weights (the LM head tied or not)."""
+    d = word_dictionary()
+    model = build_model(d, untie_weights_roberta=untie, dropout=0.1, attention_dropout=0.2)
+    model_hf = to_hf_masked_lm(model, d)
+    assert model_hf.training and model_hf.config.attention_window == [6, 12, 24]
+    assert (model_hf.config.hidden_dropout_prob, model_hf.config.attention_probs_dropout_prob) == (0.1, 0.2)
+    model_hf.eval()
+    src = padded_batch(d, [80, 57])
+    assert max_diff(fairseq_logits(model, src), hf_logits(model_hf, src, d.pad()), src, d.pad()) < TOL
 
 
 def test_round_trip_fairseq_hf_fairseq_is_exact(tmp_path):

@@ -27,3 +27,23 @@ def test_contenders_agree_at_both_boundaries():
                                        rtol=0, atol=1e-5)
         torch.testing.assert_close(outputs[impl, True], outputs[impl, False] @ weight.T + bias,
                                    rtol=0, atol=1e-5)
+
+
+def test_attention_dropout_runs_in_every_contender():
+    """At p > 0 each contender drops attention probabilities in training mode (the output moves)
+    and computes the p = 0 function in eval mode."""
+    impls = ["dense", "torch"] + (["hf"] if hf_available()[0] else [])
+    for impl in impls:
+        outputs = {}
+        for p in (0.0, 0.5):
+            case = Case(impl=impl, length=64, global_tokens=3, heads=2, head_dim=16, window=16, dropout=p)
+            x, _, is_global = contenders.make_inputs(case, case.length, torch.device("cpu"), torch.float32)
+            module, f = contenders.build_contender(case, torch.device("cpu"), torch.float32,
+                                                   contenders.shared_weights(case.hidden), is_global)
+            assert module.training  # built in training mode: the benchmark times dropout
+            with torch.no_grad():
+                outputs[p, "train"] = f(x)
+                module.eval()
+                outputs[p, "eval"] = f(x)
+        torch.testing.assert_close(outputs[0.5, "eval"], outputs[0.0, "train"], rtol=0, atol=1e-6)
+        assert (outputs[0.5, "train"] - outputs[0.0, "train"]).abs().max() > 1e-2, impl

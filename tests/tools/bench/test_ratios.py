@@ -8,8 +8,8 @@ from longformer_tools.bench.measure import Result
 
 
 def _result(impl, length=1024, global_tokens=0, status="ok", fwd=None, fwd_bwd=None, mem=None, fwd_mem=None,
-            fingerprint=None):
-    case = Case(impl=impl, length=length, global_tokens=global_tokens)
+            fingerprint=None, dropout=None):
+    case = Case(impl=impl, length=length, global_tokens=global_tokens, dropout=dropout)
     return Result(case, status=status, fwd_ms=fwd, fwd_bwd_ms=fwd_bwd, peak_fwd_mb=fwd_mem,
                   peak_fwd_bwd_mb=mem, fingerprint=fingerprint)
 
@@ -61,10 +61,27 @@ def test_model_vs_baseline_rows_and_table_of_the_lm_and_led_benchmarks():
 
 def test_table_shows_the_ratios_and_the_failures():
     table = ratios.format_table(ratios.add_ratios(_known_results()))
-    torch_line = next(line for line in table.splitlines() if line.split()[:3] == ["1024", "torch", "ok"])
-    # N impl status fwd f+b fwdMB f+bMB xHF xDense mem/HF mem/dense |diff| busy
-    assert torch_line.split()[3:11] == ["10", "30", "20", "50", "4.00", "3.00", "0.12", "0.25"]
+    torch_line = next(line for line in table.splitlines() if line.split()[:4] == ["1024", "torch", "-", "ok"])
+    # N impl p status fwd f+b fwdMB f+bMB xHF xDense mem/HF mem/dense |diff| busy GFLOP/s limit
+    assert torch_line.split()[4:12] == ["10", "30", "20", "50", "4.00", "3.00", "0.12", "0.25"]
     assert "dense N=2048 G=0: oom" in table
+
+
+def test_ratios_pair_rows_of_the_same_dropout_rate():
+    """At two rates the baselines of each row are the ones at its rate; outputs (eval mode) are
+    compared across rates."""
+    rows = ratios.add_ratios([
+        _result("dense", fwd=30.0, fwd_bwd=90.0, dropout=0.0, fingerprint=[1.0]),
+        _result("torch", fwd=10.0, fwd_bwd=30.0, dropout=0.0, fingerprint=[1.0]),
+        _result("dense", fwd=60.0, fwd_bwd=150.0, dropout=0.1, fingerprint=[1.5]),
+        _result("torch", fwd=20.0, fwd_bwd=50.0, dropout=0.1, fingerprint=[1.0])])
+    torch_rows = {r["dropout"]: r for r in rows if r["impl"] == "torch"}
+    assert torch_rows[0.0]["ratios"]["fwd_bwd_speedup_vs_dense"] == pytest.approx(3.0)  # 90 / 30
+    assert torch_rows[0.1]["ratios"]["fwd_bwd_speedup_vs_dense"] == pytest.approx(3.0)  # 150 / 50
+    assert torch_rows[0.1]["max_abs_diff_vs_others"] == pytest.approx(0.5)  # against dense at p = 0.1
+    table = ratios.format_table(rows)
+    assert [line.split()[:3] for line in table.splitlines() if line.split()[:1] == ["1024"]] == [
+        ["1024", "dense", "0"], ["1024", "torch", "0"], ["1024", "dense", "0.1"], ["1024", "torch", "0.1"]]
 
 
 def test_plot_draws_each_contenders_measured_values():

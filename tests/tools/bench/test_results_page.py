@@ -58,9 +58,10 @@ def test_figure1_page_names_its_command_and_holds_the_rows(tmp_path):
     assert words[words.index("--markdown") + 1] == str(tmp_path / "page.md")
     assert f"longformer-bench --replot {json_path} --markdown {tmp_path / 'page.md'}" in page
     assert "![time and peak memory against sequence length](run.png)" in page
-    # N contender status fwd f+b fwd-MB f+b-MB xhf xdense mem/hf mem/dense: torch 4x hf, 3x dense, 1/4 of dense
-    assert "| 1,024 | torch | ok | 10 | 30 | 20 | 50 | 4.00 | 3.00 | 0.12 | 0.25 |" in page
-    assert "| 2,048 | dense | oom | - | - | - | - | - | - | - | - |" in page
+    # N contender p status fwd f+b fwd-MB f+b-MB xhf xdense mem/hf mem/dense GFLOP/s limit: torch 4x hf, 3x
+    # dense, 1/4 of dense (no dropout rate, GFLOP/s or limit in these rows: "-")
+    assert "| 1,024 | torch | - | ok | 10 | 30 | 20 | 50 | 4.00 | 3.00 | 0.12 | 0.25 | - | - |" in page
+    assert "| 2,048 | dense | - | oom | - | - | - | - | - | - | - | - | - | - |" in page
     assert "dense at N = 2,048: oom: out of memory" in page
 
 

@@ -1,8 +1,10 @@
 """``longformer-bench``: what it computes, never how fast it is.
 
-One smoke run of the console script at tiny lengths checks that every case is measured and that
-the contenders compute the same function; then --replot, the missing optional matplotlib and the
-flags' defaults and refusals. (Ratios, tables and the plot on known numbers: bench/test_ratios.py.)
+One smoke run of the console script at tiny lengths, at two attention-dropout rates, checks that
+every case is measured, that the contenders compute the same function and that every row's useful
+GFLOP/s and fraction of the matmul limit follow from its time; then --replot, the missing optional
+matplotlib and the flags' defaults and refusals. (Ratios, tables and the plot on known numbers:
+bench/test_ratios.py; the FLOP counts: bench/test_flops.py.)
 """
 import json
 import subprocess
@@ -11,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from longformer_tools.bench import ratios
+from longformer_tools.bench import flops, ratios
 from longformer_tools.bench.contenders import hf_available
 from longformer_tools.cli import bench as bench_cli
 
 BIN = Path(sys.executable).parent
 LENGTHS = (64, 128)
 GLOBAL_TOKENS = (0, 3)
+DROPOUT = (0.0, 0.1)  # the default rates
 
 
 def _command():
@@ -47,8 +50,10 @@ def test_every_case_is_measured_and_written(bench_run):
     assert report_json["settings"]["window"] == 16 and report_json["settings"]["heads"] == 2
     rows = report_json["results"]
     have_hf = hf_available()[0]
-    expected = {(impl, n, g) for impl in ("dense", "torch", "hf") for n in LENGTHS for g in GLOBAL_TOKENS}
-    assert {(r["impl"], r["length"], r["global_tokens"]) for r in rows} == expected
+    expected = {(impl, n, g, p) for impl in ("dense", "torch", "hf") for n in LENGTHS for g in GLOBAL_TOKENS
+                for p in DROPOUT}
+    assert {(r["impl"], r["length"], r["global_tokens"], r["dropout"]) for r in rows} == expected
+    assert len(rows) == len(expected)
     for row in rows:
         if row["impl"] == "hf" and not have_hf:
             assert row["status"] == "n/a"
@@ -61,8 +66,45 @@ def test_every_case_is_measured_and_written(bench_run):
     assert ratios.format_table(rows).strip() in stdout
 
 
+def test_useful_gflops_and_the_fraction_of_the_matmul_limit(bench_run):
+    """Every row: useful FLOPs as ``flops`` counts them, GFLOP/s = those FLOPs / its time, fraction =
+    GFLOP/s / the limit of its point, the limit measured once per point in the same run."""
+    out_dir, stdout = bench_run
+    report_json = json.loads((out_dir / "smoke.json").read_text())
+    limits = {(limit["length"], limit["global_tokens"]): limit for limit in report_json["matmul_limits"]}
+    assert set(limits) == {(n, g) for n in LENGTHS for g in GLOBAL_TOKENS}
+    for limit in limits.values():
+        assert limit["status"] == "ok" and len(limit["fwd_bwd_ms_all"]) == 1
+        assert limit["limit_gflops_fwd"] > 0 and limit["limit_gflops_fwd_bwd"] > 0
+    for row in report_json["results"]:
+        if row["status"] != "ok":
+            continue
+        counted = flops.layer_flops(1, row["length"], 2, 16, 16, row["global_tokens"])  # B H D w of the run
+        limit = limits[row["length"], row["global_tokens"]]
+        for call, useful in (("fwd", counted.forward), ("fwd_bwd", counted.forward_backward)):
+            assert row[f"useful_flops_{call}"] == useful
+            assert row[f"useful_gflops_{call}"] == pytest.approx(useful / (row[f"{call}_ms"] * 1e6))
+            assert row[f"limit_gflops_{call}"] == limit[f"limit_gflops_{call}"]
+            assert row[f"fraction_of_limit_{call}"] == pytest.approx(
+                row[f"useful_gflops_{call}"] / limit[f"limit_gflops_{call}"])
+            assert row[f"fraction_of_limit_{call}"] > 0
+    assert f"matmul limit at N={LENGTHS[0]}: " in stdout
+    assert "FLOPs" in report_json["flops_definition"]
+
+
+def test_ratios_are_taken_at_the_same_dropout_rate(bench_run):
+    out_dir, _ = bench_run
+    rows = json.loads((out_dir / "smoke.json").read_text())["results"]
+    by_key = {(r["impl"], r["length"], r["global_tokens"], r["dropout"]): r for r in rows}
+    for (impl, n, g, p), row in by_key.items():
+        dense = by_key["dense", n, g, p]
+        if row["status"] == "ok" and dense["status"] == "ok":
+            assert row["ratios"]["fwd_bwd_speedup_vs_dense"] == pytest.approx(dense["fwd_bwd_ms"] / row["fwd_bwd_ms"])
+
+
 def test_contenders_compute_the_same_function(bench_run):
-    """Same weights and inputs everywhere: the output fingerprints agree (fp32)."""
+    """Same weights and inputs everywhere: the output fingerprints (eval mode, at every dropout
+    rate) agree (fp32)."""
     out_dir, _ = bench_run
     rows = json.loads((out_dir / "smoke.json").read_text())["results"]
     for row in rows:
@@ -96,9 +138,11 @@ def test_missing_matplotlib_stops_with_the_install_command(tmp_path):
 def test_arguments_defaults_and_refusals(capsys):
     args = bench_cli.parse_args(["--device", "cpu"])
     assert args.lengths == bench_cli.CPU_LENGTHS and args.impls == ["dense", "torch", "hf"]
-    assert args.name == "figure1_cpu" and args.time_cap == 60.0
-    for bad in (["--window", "0"], ["--repeats", "0"], ["--lengths", "0"], ["--global-tokens", "-1"]):
+    assert args.name == "figure1_cpu" and args.time_cap == 60.0 and args.dropout == [0.0, 0.1]
+    for bad in (["--window", "0"], ["--repeats", "0"], ["--lengths", "0"], ["--global-tokens", "-1"],
+                ["--batch", "0"], ["--dropout", "-0.1"], ["--dropout", "0", "1"], ["--dropout", "nan"]):
         with pytest.raises(SystemExit) as stopped:
             bench_cli.parse_args(["--device", "cpu", *bad])
         assert stopped.value.code == 2
-        assert bad[0] in capsys.readouterr().err
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert error.startswith("longformer-bench: error: " + bad[0]), error

@@ -1,0 +1,142 @@
+"""The machine's matmul limit at each point of ``longformer-bench``, measured in the same run, and
+every contender's useful GFLOP/s as a fraction of it.
+
+A worker with the contenders' thread count, device and dtype times plain matmuls at the layer's
+own shapes (``flops.limit_shapes``: the projections' GEMM, its weight gradient, the PyTorch
+path's band matmuls). It is one more worker of the point's round-robin (``workers``), so a busy
+spell of a shared machine slows it as much as the contenders. The limit of a call (forward, or
+forward+backward) is the harmonic combination of the shapes' measured rates r_i (FLOPs of one
+timed matmul / its time), each weighted by the useful FLOPs W_i of the layer that shape stands
+for:
+
+    limit time = sum_i W_i / r_i,        limit GFLOP/s = sum_i W_i / limit time
+
+the time the layer's useful work takes when every part of it runs as fast as the machine runs
+plain matmuls of its shape (harmonic, not arithmetic: times add, rates do not). The worker
+answers each timed call with that limit time, so the median of --repeats calls is taken as for a
+contender, and a contender's fraction of the limit = limit time / its time = its useful GFLOP/s
+/ limit GFLOP/s. No memory is measured for it.
+"""
+import time
+from dataclasses import dataclass, fields, replace
+from typing import ClassVar, List, Optional
+
+import torch
+
+from . import flops
+from .contenders import Case
+from .measure import Result
+
+IMPL = "matmul"  # the worker's name in the round-robin; never a row of the results
+FLOPS_DEFINITION = (
+    "useful FLOPs of one call: projections 2*B*N*C*C each (q, k, v; with global tokens k_g, v_g over "
+    "all N rows and q_g over the G global rows; the output projection when included) plus 4*D per "
+    "head for every attended pair (q.k and p.v): the band |i-j| <= w clipped at the sequence ends and "
+    "the global rows and columns, each pair once; forward+backward = 3x forward. Useful GFLOP/s = "
+    "useful FLOPs / median time; limit GFLOP/s = the same FLOPs over the time plain fp32 matmuls at "
+    "the layer's shapes (projection GEMM, its weight gradient, the band's batched matmuls) take, each "
+    "shape weighted by the FLOPs it stands for (a harmonic combination), timed in the same round-robin "
+    "with the same threads; fraction of limit = useful GFLOP/s / limit GFLOP/s")
+
+
+def layer_flops(case: Case) -> flops.LayerFlops:
+    """The useful FLOPs of one call of ``case``'s layer."""
+    return flops.layer_flops(case.batch, case.length, case.heads, case.head_dim, case.window, case.global_tokens,
+                             case.output_projection)
+
+
+@dataclass
+class MatmulCase(Case):
+    """The limit's worker at one point (length, global tokens): the contenders' sizes, threads,
+    device and dtype; its ``impl`` is ``IMPL``."""
+
+    measures_memory: ClassVar[bool] = False
+
+    def make_runner(self) -> "MatmulRunner":
+        return MatmulRunner(self)
+
+
+class MatmulRunner:
+    """Answers ``timed("fwd")`` / ``timed("fwd_bwd")`` with the limit time in ms of that call
+    (module docstring): each shape with a weight in the call is timed once.
+
+    Operands are views of three buffers allocated once, sized for the largest shape (fresh large
+    allocations cost page faults, which are no part of a matmul's speed)."""
+
+    def __init__(self, case: MatmulCase):
+        self.case = case
+        torch.set_num_threads(case.threads)
+        device, dtype = torch.device(case.device), getattr(torch, case.dtype)
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.shapes = flops.limit_shapes(case.batch, case.length, case.heads, case.head_dim, case.window,
+                                         case.global_tokens, case.output_projection)
+        gen = torch.Generator().manual_seed(0)
+        sizes = [((s.batch, s.m, s.k), (s.batch, s.k, s.n), (s.batch, s.m, s.n)) for s in self.shapes]
+        buffers = [torch.randn(max(torch.Size(shape[role]).numel() for shape in sizes), generator=gen).to(device, dtype)
+                   for role in range(3)]  # left operand, right operand, output
+        self.operands = [tuple(buffer[:torch.Size(size).numel()].view(size) for buffer, size in zip(buffers, shape))
+                         for shape in sizes]
+        self.timed("fwd_bwd")  # warm-up: thread pools, the BLAS's first calls
+
+    def _seconds(self, index: int) -> float:
+        a, b, out = self.operands[index]
+        self.sync()
+        start = time.perf_counter()
+        torch.bmm(a, b, out=out)
+        self.sync()
+        return time.perf_counter() - start
+
+    def timed(self, call: str) -> float:
+        """The limit time of ``call`` ("fwd" or "fwd_bwd") in ms: sum of W_i * t_i / FLOPs_i."""
+        seconds = 0.0
+        for index, shape in enumerate(self.shapes):
+            weight = shape.forward_weight + (shape.backward_weight if call == "fwd_bwd" else 0)
+            if weight:
+                seconds += weight * self._seconds(index) / shape.flops
+        return seconds * 1e3
+
+    def first_timing(self) -> Optional[str]:
+        """Never too slow: the worker's time is the contenders' limit, not a contender's."""
+        self.timed("fwd_bwd")
+        return None
+
+
+def limit_case(sizes: Case, length: int, global_tokens: int) -> MatmulCase:
+    """The limit's worker at one point, with the sizes, threads, device and dtype of ``sizes``."""
+    same = {f.name: getattr(sizes, f.name) for f in fields(Case)}
+    return MatmulCase(**{**same, "impl": IMPL, "length": length, "global_tokens": global_tokens, "dropout": None})
+
+
+def _gflops(useful: int, ms: Optional[float]) -> Optional[float]:
+    return useful / (ms * 1e6) if ms else None
+
+
+def limit_row(result: Result) -> dict:
+    """The JSON entry of one point's limit: the worker's timed calls (ms) and the limit in GFLOP/s
+    of the forward and of the forward+backward."""
+    counted = layer_flops(result.case)
+    return {"length": result.case.length, "global_tokens": result.case.global_tokens, "status": result.status,
+            "note": result.note, "fwd_ms": result.fwd_ms, "fwd_bwd_ms": result.fwd_bwd_ms,
+            "fwd_ms_all": result.fwd_ms_all, "fwd_bwd_ms_all": result.fwd_bwd_ms_all,
+            "limit_gflops_fwd": _gflops(counted.forward, result.fwd_ms),
+            "limit_gflops_fwd_bwd": _gflops(counted.forward_backward, result.fwd_bwd_ms),
+            "busy_cores_before": result.busy_cores_before}
+
+
+def add_efficiency(rows: List[dict], limits: List[dict], sizes: Case) -> List[dict]:
+    """Give every contender row (``ratios.add_ratios``) its useful FLOPs, useful GFLOP/s, the
+    limit of its point (``limit_row``) and its fraction of it, forward and forward+backward.
+    ``sizes``: a case of the run (batch, heads, head dim, window, output projection); a missing
+    time or limit gives None."""
+    by_point = {(limit["length"], limit["global_tokens"]): limit for limit in limits}
+    for row in rows:
+        counted = layer_flops(replace(sizes, length=row["length"], global_tokens=row["global_tokens"]))
+        limit = by_point.get((row["length"], row["global_tokens"]), {})
+        for call, useful in (("fwd", counted.forward), ("fwd_bwd", counted.forward_backward)):
+            achieved = _gflops(useful, row[f"{call}_ms"])
+            ceiling = limit.get(f"limit_gflops_{call}")
+            row[f"useful_flops_{call}"] = useful
+            row[f"useful_gflops_{call}"] = achieved
+            row[f"limit_gflops_{call}"] = ceiling
+            row[f"fraction_of_limit_{call}"] = achieved / ceiling if achieved and ceiling else None
+    return rows
