@@ -142,6 +142,12 @@ class BandLayout:
         diagonal = grad_scores.as_strided((count, c, self.span + 1), (c * width, width + 1, 1))
         out.copy_(diagonal)
 
+    def first_keys(self, t: Tensor) -> Tensor:
+        """The index, within its slice, of key column 0 of each window t: key column u of window
+        t (chunk j of slice s) is index j * c + u - before of slice s. Indices outside the slice
+        are masked by the band's bias, so any value (a hash of them) does there."""
+        return (t % self.num_chunks) * self.chunk - self.before
+
     def groups(self):
         """(start, end) ranges of windows processed together."""
         for start in range(0, self.windows, self.group):
@@ -182,7 +188,7 @@ class BandDropout:
                         m[None, :] * dilation + self.residue[:, None])  # (S, padded)
         self.rows = rows.view(layout.windows, layout.chunk, 1)
         # Undilated windows whose first key and width are multiples of 4 take one hash per 4
-        # keys (``consecutive_keep_``); others one per key (the same mask, slower).
+        # keys (``consecutive_words_``); others one per key (the same mask, slower).
         self.consecutive = (dilation == 1 and layout.chunk % KEYS_PER_WORD == 0
                             and layout.before % KEYS_PER_WORD == 0 and layout.width % KEYS_PER_WORD == 0
                             and sys.byteorder == "little")
@@ -194,7 +200,7 @@ class BandDropout:
             # the hash's first step on its small operands, once per call (forward and backward
             # reuse them): each row, and each window's key groups (windows, 1, L / 4)
             self.row_steps = first_mix_step(self.rows)
-            first = (torch.arange(layout.windows, device=device) % layout.num_chunks) * layout.chunk - layout.before
+            first = layout.first_keys(torch.arange(layout.windows, device=device))
             groups = first[:, None] // KEYS_PER_WORD + torch.arange(layout.width // KEYS_PER_WORD, device=device)
             self.group_steps = first_mix_step(groups.int()).unsqueeze(1)
 
@@ -214,10 +220,7 @@ class BandDropout:
             return keep_from_words_(words, keep[:count], self.dropout)
         lay = self.layout
         t = torch.arange(start, end, device=self.rows.device)
-        # key column u of window t (chunk j of slice s) is index j * c + u - before of slice s;
-        # indices outside the slice are masked by the band's bias, so any value does there
-        first = (t % lay.num_chunks) * lay.chunk - lay.before
-        index = first[:, None] + torch.arange(lay.width, device=t.device)
+        index = lay.first_keys(t)[:, None] + torch.arange(lay.width, device=t.device)
         slices = t // lay.num_chunks
         positions = index.clamp_(min=0) * self.dilation + self.residue[slices][:, None]
         return keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout).to(dtype)

@@ -30,7 +30,6 @@ arithmetic; tests check both against plain Python integers.
 """
 import sys
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import Tensor
@@ -95,12 +94,10 @@ def _xorshift_(x: Tensor, scratch: Tensor, bits: int) -> None:
     x.bitwise_xor_(scratch.bitwise_and_((1 << (32 - bits)) - 1))
 
 
-def mix32_(x: Tensor, scratch: Optional[Tensor] = None) -> Tensor:
-    """mix32 in place, with one scratch tensor of x's shape (made here when not given): on CPU
-    each fresh temporary of a large tensor costs more than the integer operation that fills it
-    (measured 5x slower allocating)."""
-    if scratch is None:
-        scratch = torch.empty_like(x)
+def mix32_(x: Tensor) -> Tensor:
+    """mix32 in place, with one scratch tensor: on CPU each fresh temporary of a large tensor
+    costs more than the integer operation that fills it (measured 5x slower allocating)."""
+    scratch = torch.empty_like(x)
     _xorshift_(x, scratch, 16)
     return _mix32_after_first_shift_(x, scratch)
 
@@ -136,7 +133,7 @@ def keep_from_rows(rows: Tensor, j: Tensor, dropout: AttentionDropout) -> Tensor
 def first_mix_step(x: Tensor) -> Tensor:
     """mix32's first step, x ^ (x >>> 16), out of place. Logical shifts distribute over xor, so
     the step of row ^ group is first_mix_step(row) ^ first_mix_step(group): taken on the small
-    per-row and per-group operands (``consecutive_keep_``), it costs one pass over the words
+    per-row and per-group operands (``consecutive_words_``), it costs one pass over the words
     instead of four."""
     return x ^ ((x >> 16) & 0xFFFF)
 
