@@ -10,6 +10,7 @@
     api.py              one entry point, ``longformer_attention(..., impl=...)``
     gpu_check.py        self-check on a GPU (``python -m longformer_kernels.gpu_check OUTDIR``)
     gpu_bench.py        its benchmark against dense SDPA and FlexAttention
+    gpu_tune.py         the tile sweep on a GPU (``python -m longformer_kernels.gpu_tune OUTDIR``)
 
 Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D) -> (B, H, N, D). The fairseq plugin
 (``fairseq_longformer``) builds on this package; this package never imports the plugin.
@@ -24,7 +25,7 @@ from .reference import reference_attention
 from .sliding_chunks import sliding_chunks_attention
 
 __all__ = [
-    "AttentionDropout", "AttentionMasks", "AttentionPattern", "IMPLEMENTATIONS", "band_bias_width",
+    "AttentionDropout", "AttentionMasks", "AttentionPattern", "IMPLEMENTATIONS", "band_bias_width", "block_config",
     "longformer_attention", "parse_dilation", "parse_per_layer", "reference_attention",
     "resolve_implementation", "sliding_chunks_attention", "triton_longformer_attention",
 ]
@@ -32,8 +33,8 @@ __all__ = [
 
 def __getattr__(name):
     # Triton is heavy to import and absent on some machines: load the kernels when first asked.
-    if name == "triton_longformer_attention":
-        from .triton_attention import triton_longformer_attention
+    if name in ("triton_longformer_attention", "block_config"):  # block_config: the tiles a kernel gets
+        from . import triton_attention
 
-        return triton_longformer_attention
+        return getattr(triton_attention, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

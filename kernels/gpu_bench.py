@@ -1,6 +1,7 @@
 """Benchmark of Longformer attention against dense SDPA and FlexAttention (``gpu_check.py`` runs it).
 
-The pattern: one-sided window w = 256, dilation 1, token 0 global in every row, no padding;
+The pattern: one-sided window w = 256, dilation 1, G global tokens in every row (G = 0 and 8:
+the first G positions of a row, as a task's question tokens), no padding;
 q, k, v (and q_g, k_g, v_g for the Longformer implementations): (B, H, N, D), H = 12, D = 64.
 Contenders:
     triton         the project's Triton kernel
@@ -33,11 +34,13 @@ from .dropout import AttentionDropout
 from .pattern import AttentionMasks, AttentionPattern
 
 WINDOW, HEADS, HEAD_DIM = 256, 12, 64
+CONTENDERS = ("triton", "torch", "sdpa_flash", "sdpa_band", "flex")
 CUDA_SHAPES = dict(batches=(1, 2, 4, 8), lengths=(4096, 16384), dtypes=("fp16", "bf16"), matmul=8192,
-                   window=WINDOW, heads=HEADS, head_dim=HEAD_DIM, dropouts=(0.0, 0.1), warmup=3, repeats=10)
+                   window=WINDOW, heads=HEADS, head_dim=HEAD_DIM, dropouts=(0.0, 0.1), globals=(0, 8),
+                   contenders=CONTENDERS, warmup=3, repeats=10)
 # the CPU smoke only proves the harness runs: Triton's interpreter takes seconds per call
 CPU_SHAPES = dict(batches=(1,), lengths=(64,), dtypes=("fp16",), matmul=128, window=4, heads=2, head_dim=16,
-                  dropouts=(0.0,), warmup=0, repeats=1)
+                  dropouts=(0.0,), globals=(1,), contenders=CONTENDERS, warmup=0, repeats=1)
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 OWN = ("triton", "torch")  # failures of these are errors; of the others, skips
 
@@ -110,8 +113,11 @@ def contender(name: str, shape: dict, length: int, p_drop: float, is_global: tor
         from .api import longformer_attention
 
         pattern = AttentionPattern(window)
-        masks = AttentionMasks(is_global=is_global[None].expand(shape["batch"], -1))
+        masks = AttentionMasks(is_global=is_global[None].expand(shape["batch"], -1) if is_global.any() else None)
         dropout = AttentionDropout(p_drop, seed=1) if p_drop else None
+        if masks.is_global is None:  # no global projections to pass, and none to differentiate
+            return lambda q, k, v, *_: longformer_attention(q, k, v, None, None, None, pattern, masks, impl=name,
+                                                             dropout=dropout)
         return lambda *x: longformer_attention(*x, pattern, masks, impl=name, dropout=dropout)
     if name == "sdpa_flash":
         def sdpa_flash(q, k, v, *_):
@@ -214,16 +220,25 @@ def measure(fn: Callable, inputs: List[torch.Tensor], used: int, backward: bool,
     return dict(ms=ms, peak_mib=peak_mib(step, device))
 
 
-def run_benchmark(device: torch.device, smoke: bool, log, batches=None, lengths=None, repeats=None) -> dict:
-    """Every (B, N, dtype, dropout, forward / forward+backward, contender): time, TFLOP/s, fraction
-    of the matmul rate, peak memory; returns {"conventions", "matmul_tflops", "rows", "errors"}."""
+def run_benchmark(device: torch.device, smoke: bool, log, **only) -> dict:
+    """Every (N, G, B, dtype, dropout, contender, forward / forward+backward): time, TFLOP/s,
+    fraction of the matmul rate, peak memory; returns {"conventions", "matmul_tflops", "rows",
+    "errors"}. ``only``: keys of CUDA_SHAPES (batches, lengths, dtypes, globals, contenders,
+    repeats) that narrow the grid; None keeps the default."""
     shape = dict(CPU_SHAPES if smoke else CUDA_SHAPES)
-    shape.update({k: v for k, v in dict(batches=batches, lengths=lengths, repeats=repeats).items() if v})
+    unknown = set(only) - set(shape)
+    if unknown:
+        raise ValueError(f"run_benchmark: unknown grid keys {sorted(unknown)}")
+    shape.update({k: v for k, v in only.items() if v is not None})
     rates = {d: matmul_tflops(DTYPES[d], device, shape["matmul"], 2, 5) for d in shape["dtypes"]}
     log(f"matmul {shape['matmul']}^3: " + ", ".join(f"{d} {r:.3g} TFLOP/s" for d, r in rates.items()))
     rows, errors = [], 0
     try:
+        if "flex" not in shape["contenders"]:
+            raise Skip("flex is not among the contenders")
         flex_check = check_flex_pattern(device, smoke)
+    except Skip as why:
+        flex_check = dict(skipped=str(why))
     except Exception as error:  # noqa: BLE001 (a broken flex is a skipped contender, not a crash)
         flex_check = dict(skipped=f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}")
     if "skipped" in flex_check:
@@ -232,26 +247,28 @@ def run_benchmark(device: torch.device, smoke: bool, log, batches=None, lengths=
         errors += not flex_check["ok"]
         log(f"FlexAttention pattern = Longformer pattern: rel err {flex_check['rel_err']:.2g} "
             f"(tol {flex_check['tol']:.0g}) {'ok' if flex_check['ok'] else 'FAIL'}")
-    log(f"{'contender':10} {'B':>2} {'N':>6} {'dtype':5} {'drop':>4} {'pass':8} {'ms':>9} {'TFLOP/s':>8} "
+    log(f"{'contender':10} {'B':>2} {'N':>6} {'G':>2} {'dtype':5} {'drop':>4} {'pass':8} {'ms':>9} {'TFLOP/s':>8} "
         f"{'of mm':>6} {'peak MiB':>9}  note")
     heads, head_dim, window = shape["heads"], shape["head_dim"], shape["window"]
-    for length in shape["lengths"]:
+    for length, n_global in ((n, g) for n in shape["lengths"] for g in shape["globals"]):
         is_global = torch.zeros(length, dtype=torch.bool, device=device)
-        is_global[0] = True
+        is_global[:n_global] = True
         for batch in shape["batches"]:
             for dtype_name in shape["dtypes"]:
                 generator = torch.Generator(device=device).manual_seed(batch * 7 + length)
                 inputs = [torch.randn(batch, heads, length, head_dim, device=device, generator=generator,
                                       dtype=DTYPES[dtype_name]) for _ in range(6)]
                 for p_drop in shape["dropouts"]:
-                    for name in ("triton", "torch", "sdpa_flash", "sdpa_band", "flex"):
+                    for name in shape["contenders"]:
                         for backward in (False, True):
-                            row = dict(contender=name, batch=batch, length=length, dtype=dtype_name,
+                            row = dict(contender=name, batch=batch, length=length, globals=n_global,
+                                       dtype=dtype_name,
                                        dropout=p_drop, passes="fwd+bwd" if backward else "fwd",
                                        heads=heads, head_dim=head_dim, window=window)
                             try:
                                 fn = contender(name, dict(shape, batch=batch), length, p_drop, is_global)
-                                row.update(measure(fn, inputs, 6 if name in OWN else 3, backward, device, shape))
+                                row.update(measure(fn, inputs, 6 if name in OWN and n_global else 3, backward, device,
+                                                   shape))
                                 flops = useful_flops(batch, heads, length, window, head_dim, backward)
                                 row["tflops"] = flops / (row["ms"] * 1e-3) / 1e12
                                 row["fraction_of_matmul"] = row["tflops"] / rates[dtype_name]
@@ -279,7 +296,8 @@ def run_benchmark(device: torch.device, smoke: bool, log, batches=None, lengths=
 
 
 def format_row(row: dict) -> str:
-    head = (f"{row['contender']:10} {row['batch']:>2} {row['length']:>6} {row['dtype']:5} {row['dropout']:4.1f} "
+    head = (f"{row['contender']:10} {row['batch']:>2} {row['length']:>6} {row['globals']:>2} {row['dtype']:5} "
+            f"{row['dropout']:4.1f} "
             f"{row['passes']:8}")
     if "ms" not in row:
         return f"{head} {'-':>9} {'-':>8} {'-':>6} {'-':>9}  " + (

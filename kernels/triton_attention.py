@@ -32,6 +32,10 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_HEAD_DIM = 256  # one (BLOCK, D) tile per operand lives in registers / shared memory
 # Set to 1 to run the tiles block_config picks for GPUs in the interpreter (tests do).
 GPU_TILES_ENV = "LONGFORMER_TRITON_GPU_TILES"
+# Tiles for tuning on a GPU, read once at import: "BMxBNxWARPSxSTAGES" for every kernel, or
+# "band_fwd=128x64x8x2,band_bwd_dq=..." per kernel (names without the leading _ and _kernel);
+# ``python -m longformer_kernels.gpu_tune`` prints the value it found best.
+TILES_ENV = "LONGFORMER_TRITON_TILES"
 
 
 # --------------------------------------------------------------------------------------------
@@ -54,7 +58,35 @@ class BlockConfig:
     num_stages: int
 
 
-def block_config(head_dim: int, element_size: int, interpret: bool) -> BlockConfig:
+# 16-bit inputs, D <= 64: the fastest tiles per kernel of a sweep on an H200 (bf16, B = 8,
+# H = 12, N = 16,384, w = 256, D = 64, 8 global tokens; docs/gpu_results.md). Every kernel then
+# takes 64 x 64 tiles, 4 warps, 2 stages unless named here.
+TILES_16BIT_D64 = {"_band_fwd_kernel": (64, 32), "_band_bwd_dq_kernel": (64, 32), "_band_bwd_dkdv_kernel": (32, 64),
+                   "_global_rows_fwd_kernel": (64, 128)}
+WARPS_STAGES_16BIT_D64 = {"_global_rows_bwd_dq_kernel": (4, 3), "_cross_bwd_dkdv_kernel": (4, 3)}
+
+
+def _tile_overrides() -> Dict[str, Tuple[int, int, int, int]]:
+    """{kernel short name or "*": (BLOCK_M, BLOCK_N, warps, stages)} from TILES_ENV."""
+    text = os.environ.get(TILES_ENV, "").strip()
+    overrides = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, tiles = item.rpartition("=")
+        try:
+            values = tuple(int(x) for x in tiles.split("x"))
+            assert len(values) == 4 and all(v > 0 for v in values)
+            assert values[0] & (values[0] - 1) == 0 and values[1] & (values[1] - 1) == 0
+        except (ValueError, AssertionError):
+            raise ValueError(f"{TILES_ENV}: {item!r} is not [KERNEL=]BMxBNxWARPSxSTAGES with power-of-two "
+                             "BM, BN (e.g. 128x64x8x2)") from None
+        known = {k.strip("_").replace("_kernel", "") for k in KERNEL_FLAGS}
+        if name and name not in known:
+            raise ValueError(f"{TILES_ENV}: unknown kernel {name!r}; one of {sorted(known)}")
+        overrides[name or "*"] = values
+    return overrides
+
+
+def block_config(head_dim: int, element_size: int, interpret: bool, kernel: str = "") -> BlockConfig:
     """Fixed tile sizes for a head dim and an input element size (2: fp16/bf16, 4: fp32).
 
     One fixed config per case: multi-config @triton.autotune does not run in the interpreter.
@@ -73,12 +105,16 @@ def block_config(head_dim: int, element_size: int, interpret: bool) -> BlockConf
     block_d = max(16, triton.next_power_of_2(head_dim))
     if interpret:
         return BlockConfig(32, 32, block_d, 1, 1)
+    overrides = _TILE_OVERRIDES
+    tiles = overrides.get(kernel.strip("_").replace("_kernel", ""), overrides.get("*"))
+    if tiles is not None:
+        return BlockConfig(tiles[0], tiles[1], block_d, tiles[2], tiles[3])
     if element_size == 4:
         if block_d <= 64:
             return BlockConfig(32, 32, block_d, 4, 2)
         return BlockConfig(16, 16, block_d, 4, 1)
     if block_d <= 64:
-        return BlockConfig(64, 64, block_d, 4, 2)
+        return BlockConfig(*TILES_16BIT_D64.get(kernel, (64, 64)), block_d, *WARPS_STAGES_16BIT_D64.get(kernel, (4, 2)))
     if block_d <= 128:
         return BlockConfig(64, 32, block_d, 4, 2)
     return BlockConfig(32, 32, block_d, 4, 1)
@@ -96,6 +132,7 @@ KERNEL_FLAGS: Dict[str, Tuple[str, ...]] = {
     "_delta_kernel": (),
 }
 PRECISION = "ieee"  # only read for fp32 operands: exact fp32 products, no tf32
+_TILE_OVERRIDES = _tile_overrides()
 
 
 @dataclass(frozen=True)
@@ -134,7 +171,7 @@ def launch_configurations(interpret: bool = False) -> Tuple[LaunchConfig, ...]:
     configs = []
     for kernel, flags in KERNEL_FLAGS.items():
         for dtype, block_d in itertools.product(SUPPORTED_DTYPES, BLOCK_DS):
-            block = block_config(block_d, torch.empty((), dtype=dtype).element_size(), interpret)
+            block = block_config(block_d, torch.empty((), dtype=dtype).element_size(), interpret, kernel)
             for values in itertools.product((False, True), repeat=len(flags)):
                 configs.append(LaunchConfig(kernel, dtype, tuple(zip(flags, values)), block))
     return tuple(configs)
@@ -163,7 +200,7 @@ class _Layout:
     causal: bool
     scale: float
     dtype: torch.dtype
-    config: BlockConfig
+    configs: Dict[str, BlockConfig]  # kernel name -> its tiles
     interpret: bool
     dropout: Optional[AttentionDropout]
 
@@ -178,7 +215,7 @@ def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks, s
     batch, heads, length, head_dim = q.shape
     device = q.device
     interpret = _interpreting() and not _gpu_tiles_forced()
-    config = block_config(head_dim, q.element_size(), interpret)
+    configs = {name: block_config(head_dim, q.element_size(), interpret, name) for name in KERNEL_FLAGS}
     kind = torch.full((batch, length), LOCAL.value, dtype=torch.int8, device=device)
     if masks.padding is not None:
         kind.masked_fill_(masks.padding.to(device), PAD.value)
@@ -195,15 +232,17 @@ def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks, s
         dilated=any(d > 1 for d in dilations),
         max_global=masks.max_global, t_len=max(d * triton.cdiv(length, d) for d in dilations),
         window=min(pattern.window, length), causal=pattern.causal, scale=scale, dtype=q.dtype,
-        config=config, interpret=interpret, dropout=dropout,
+        configs=configs, interpret=interpret, dropout=dropout,
     )
 
 
 def _launch(kernel, grid, args, lay: _Layout, **flags) -> None:
-    """Launch ``kernel`` with the call's tiles, dropout arguments and flags, refusing any
-    configuration ``launch_configurations`` does not list (the compile test covers exactly it)."""
-    c = lay.config
+    """Launch ``kernel`` with its tiles, the call's dropout arguments and flags, refusing any
+    configuration ``launch_configurations`` does not list (the compile test covers exactly it).
+    ``grid``: f(tiles) -> the launch grid."""
     name = kernel.fn.__name__
+    c = lay.configs[name]
+    grid = grid(c)
     assert set(flags) == set(KERNEL_FLAGS[name]), (name, flags)
     config = LaunchConfig(name, lay.dtype, tuple((f, flags[f]) for f in KERNEL_FLAGS[name]), c)
     if config not in _known_configs(lay.interpret):
@@ -271,7 +310,6 @@ class LongformerAttentionFunction(torch.autograd.Function):
         q, k, v = _family(q, k, v)
         batch, heads, length, head_dim = q.shape
         do_global = global_rows and lay.max_global > 0
-        c = lay.config
         has_bias = band_bias is not None
         # the kernels address the bias as a contiguous (B, H, N, W) block; without one they
         # get q in its place (a pointer of the same type, never read: HAS_BIAS=False)
@@ -279,7 +317,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
         bias_w = band_bias.shape[-1] if has_bias else 1
         out = torch.empty_like(q)  # q's strides: the caller's permute back is a view
         lse = torch.empty(batch, heads, length, dtype=torch.float32, device=q.device)
-        _launch(_band_fwd_kernel, (triton.cdiv(lay.t_len, c.block_m), batch * heads),
+        _launch(_band_fwd_kernel, lambda c: (triton.cdiv(lay.t_len, c.block_m), batch * heads),
                 (q, k, v, out, lse, lay.kind, lay.gidx, lay.gcount, lay.dil, bias, *_strides(q),
                  heads, length, head_dim, lay.gidx.stride(0), lay.window, bias_w,
                  lay.scale * LOG2E),
@@ -287,7 +325,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
                 DILATED=lay.dilated)
         if do_global:
             q_g, k_g, v_g = _family(q_g, k_g, v_g)
-            _launch(_global_rows_fwd_kernel, (triton.cdiv(lay.max_global, c.block_m), batch * heads),
+            _launch(_global_rows_fwd_kernel, lambda c: (triton.cdiv(lay.max_global, c.block_m), batch * heads),
                     (q_g, k_g, v_g, out, lse, lay.kind, lay.gidx, lay.gcount, *_strides(q_g),
                      *_strides(out), heads, length, head_dim, lay.gidx.stride(0),
                      lay.scale * LOG2E),
@@ -309,7 +347,6 @@ class LongformerAttentionFunction(torch.autograd.Function):
         has_bias, bias_w = ctx.has_bias, ctx.bias_w
         lay: _Layout = ctx.lay
         batch, heads, length, head_dim = q.shape
-        c = lay.config
         needs = ctx.needs_input_grad
         drop = dict(DROPOUT=lay.dropout is not None)
         do = grad_out.to(q.dtype)
@@ -317,11 +354,11 @@ class LongformerAttentionFunction(torch.autograd.Function):
             do = _like(out, do)
         # delta_i = sum_j P_ij dP_ij = dO_i . O_i, in fp32, read once from dO and O as they are
         delta = torch.empty(batch, heads, length, dtype=torch.float32, device=q.device)
-        _launch(_delta_kernel, (triton.cdiv(length, c.block_m), batch * heads),
+        _launch(_delta_kernel, lambda c: (triton.cdiv(length, c.block_m), batch * heads),
                 (out, do, delta, *_strides(out), heads, length, head_dim), lay)
         dq = dk = dv = dq_g = dk_g = dv_g = dbias = None
-        band_grid = (triton.cdiv(lay.t_len, c.block_m), batch * heads)
-        key_grid = (triton.cdiv(lay.t_len, c.block_n), batch * heads)
+        band_grid = lambda c: (triton.cdiv(lay.t_len, c.block_m), batch * heads)  # noqa: E731
+        key_grid = lambda c: (triton.cdiv(lay.t_len, c.block_n), batch * heads)  # noqa: E731
         glob = (lay.kind, lay.gidx, lay.gcount)
         dims = (heads, length, head_dim)
         bias_needed = has_bias and needs[6]
@@ -342,7 +379,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
                     lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, DILATED=lay.dilated, **drop)
             if lay.max_global > 0:  # dk, dv of the GLOBAL rows, from the local queries
                 _launch(_cross_bwd_dkdv_kernel,
-                        (triton.cdiv(lay.max_global, c.block_n), batch * heads),
+                        lambda c: (triton.cdiv(lay.max_global, c.block_n), batch * heads),
                         (q, k, v, do, dk, dv, lse, delta, *glob, *_strides(q), *_strides(do),
                          *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
                         lay, GLOBAL_KEYS=True, **drop)
@@ -351,13 +388,13 @@ class LongformerAttentionFunction(torch.autograd.Function):
             if needs[3]:
                 dq_g = torch.zeros_like(q_g)  # only GLOBAL rows are written
                 _launch(_global_rows_bwd_dq_kernel,
-                        (triton.cdiv(lay.max_global, c.block_m), batch * heads),
+                        lambda c: (triton.cdiv(lay.max_global, c.block_m), batch * heads),
                         (q_g, k_g, v_g, do, dq_g, lse, delta, *glob, *_strides(q_g),
                          *_strides(do), *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
                         lay, **drop)
             if needs[4] or needs[5]:
                 dk_g, dv_g = torch.empty_like(q_g), torch.empty_like(q_g)
-                _launch(_cross_bwd_dkdv_kernel, (triton.cdiv(length, c.block_n), batch * heads),
+                _launch(_cross_bwd_dkdv_kernel, lambda c: (triton.cdiv(length, c.block_n), batch * heads),
                         (q_g, k_g, v_g, do, dk_g, dv_g, lse, delta, *glob, *_strides(q_g),
                          *_strides(do), *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
                         lay, GLOBAL_KEYS=False, **drop)

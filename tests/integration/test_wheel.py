@@ -94,6 +94,6 @@ def test_install_refuses_old_torch_and_unsupported_python(tmp_path):
     assert run.returncode == 1 and "Python 3.9" in run.stderr and "3.10, 3.11 or 3.12" in run.stderr
 
 
-@pytest.mark.parametrize("script", ["install.sh", "test.sh", "wheel_check.sh", "gpu_check.sh"])
+@pytest.mark.parametrize("script", ["install.sh", "test.sh", "wheel_check.sh", "gpu_check.sh", "gpu_round.sh"])
 def test_scripts_parse(script):
     assert subprocess.run(["bash", "-n", str(REPO / "scripts" / script)]).returncode == 0

@@ -1,5 +1,5 @@
 """The configuration GPUs run in production: 16-bit inputs, head dim 64 (longformer-base and
--large), the 64 x 64 tiles ``block_config`` picks for a GPU, with dropout, dilation, padding and
+-large), the tiles ``block_config`` picks for a GPU (per kernel), with dropout, dilation, padding and
 global tokens, for every Triton kernel (band forward, dq, dk/dv, global rows forward and
 backward, cross, and each band one with the band bias), against the float64 reference: the
 output and every gradient, by the rules of test_triton_attention.py / test_triton_band_bias.py
@@ -44,7 +44,8 @@ def launched(monkeypatch):
     real_launch = kernels._launch
 
     def launch(kernel, grid, args, lay, **flags):
-        seen.append((kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__, lay.config))
+        name = kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__
+        seen.append((name, lay.configs[name]))
         return real_launch(kernel, grid, args, lay, **flags)
 
     monkeypatch.setattr(kernels, "_launch", launch)
@@ -52,9 +53,15 @@ def launched(monkeypatch):
 
 
 def _assert_production_tiles(seen, dtype):
-    gpu = kernels.block_config(HEAD_DIM, torch.empty((), dtype=dtype).element_size(), False)
-    assert (gpu.block_m, gpu.block_n, gpu.block_d) == (64, 64, 64)
-    assert seen and {config for _, config in seen} == {gpu}, seen
+    """Every launch used its kernel's GPU tiles: the per-kernel table of triton_attention (the
+    H200 sweep's winners: unequal 64 x 32 and 32 x 64 band tiles, 64 x 128 for the global rows)."""
+    element_size = torch.empty((), dtype=dtype).element_size()
+    assert seen
+    for name, config in seen:
+        gpu = kernels.block_config(HEAD_DIM, element_size, False, name)
+        tiles = kernels.TILES_16BIT_D64.get(name, (64, 64))
+        assert (config.block_m, config.block_n, config.block_d) == (*tiles, 64) and config == gpu, (name, config)
+    assert {(c.block_m, c.block_n) for _, c in seen} >= {(64, 32), (32, 64)}, seen
     return {name for name, _ in seen}
 
 
