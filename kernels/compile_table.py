@@ -52,9 +52,11 @@ DEFAULT_CACHE = Path.home() / ".cache" / "longformer_kernels" / "triton_compile.
 SEED_CACHE = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "triton_compile_results.json"
 TYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 # Pointer arguments of the kernels: in the input dtype, or fixed.
-DATA = set("Q K V O DO DQ DK DV QG KG VG DQG BIAS DBIAS".split())
+DATA = set("Q K V O DO DQ DK DV QG KG VG DQG BIAS DBIAS OUT".split())
 FIXED = {"LSE": "*fp32", "DELTA": "*fp32", "KIND": "*i8", "GIDX": "*i64", "GCOUNT": "*i64",
-         "DIL": "*i32", "qk_scale": "fp32", "sm_scale": "fp32", "keep_scale": "fp32"}
+         "DIL": "*i32", "qk_scale": "fp32", "sm_scale": "fp32", "keep_scale": "fp32", "scale": "fp32",
+         "PM": "*fp32", "PL": "*fp32", "PACC": "*fp32", "PDQ": "*fp32", "PDK": "*fp32", "PDV": "*fp32",
+         "PART": "*fp32"}
 STRIDE = re.compile(r"^[sgo]_[bhn]$")  # stride arguments
 
 

@@ -24,7 +24,8 @@ from .pattern import AttentionMasks, AttentionPattern, check_band_bias, check_in
 from .triton_device import (  # noqa: F401  (re-exported: tests call the dropout hash helpers)
     GLOBAL, LOCAL, PAD, _band_bwd_dkdv_kernel, _band_bwd_dq_kernel, _band_fwd_kernel,
     _consecutive_draws, _cross_bwd_dkdv_kernel, _delta_kernel, _draws, _global_rows_bwd_dq_kernel,
-    _global_rows_fwd_kernel, _key_weights, _mix32, _row_hash,
+    _global_rows_combine_kernel, _global_rows_fwd_kernel, _key_weights, _mix32, _row_hash,
+    _sum_rows_kernel,
 )
 
 LOG2E = 1.4426950408889634
@@ -130,7 +131,14 @@ KERNEL_FLAGS: Dict[str, Tuple[str, ...]] = {
     "_cross_bwd_dkdv_kernel": ("GLOBAL_KEYS", "DROPOUT"),
     "_global_rows_bwd_dq_kernel": ("DROPOUT",),
     "_delta_kernel": (),
+    "_global_rows_combine_kernel": (),
+    "_sum_rows_kernel": (),
 }
+# The global rows' kernels split their N keys (queries) into chunks until about this many
+# programs run per GPU multiprocessor (the interpreter: in all), so that a few global tokens
+# still fill the GPU (``_global_splits``).
+PROGRAMS_PER_SM = 2
+INTERPRETER_PROGRAMS = 8
 PRECISION = "ieee"  # only read for fp32 operands: exact fp32 products, no tf32
 _TILE_OVERRIDES = _tile_overrides()
 
@@ -203,6 +211,23 @@ class _Layout:
     configs: Dict[str, BlockConfig]  # kernel name -> its tiles
     interpret: bool
     dropout: Optional[AttentionDropout]
+
+
+@functools.lru_cache(maxsize=8)
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _global_splits(length: int, block: int, slot_blocks: int, programs: int, lay: "_Layout",
+                   device: torch.device) -> Tuple[int, int]:
+    """(SPLITS, CHUNK): how a global-rows kernel with ``slot_blocks * programs`` programs of
+    its own splits its N positions: CHUNK a multiple of ``block``, SPLITS = ceil(N / CHUNK)
+    chunks, enough that the programs reach PROGRAMS_PER_SM per multiprocessor."""
+    target = INTERPRETER_PROGRAMS if lay.interpret or device.type != "cuda" else (
+        PROGRAMS_PER_SM * _multiprocessors(device))
+    splits = max(1, min(triton.cdiv(length, block), triton.cdiv(target, slot_blocks * programs)))
+    chunk = triton.cdiv(triton.cdiv(length, splits), block) * block
+    return triton.cdiv(length, chunk), chunk
 
 
 @functools.lru_cache(maxsize=64)
@@ -292,6 +317,16 @@ def _like(layout: Tensor, t: Tensor) -> Tensor:
     return torch.empty_like(layout, dtype=t.dtype).copy_(t)
 
 
+def _sum_global_rows(part: Tensor, out: Tensor, splits: int, lay: _Layout, scale: float) -> None:
+    """Rows of ``out`` (B, H, N, D) at the global tokens <- scale * the sum of ``part``
+    (SPLITS, B * H, G, D) fp32 over its chunks (``_sum_rows_kernel``)."""
+    batch, heads, length, head_dim = out.shape
+    _launch(_sum_rows_kernel, lambda c: (triton.cdiv(lay.max_global, c.block_m), batch * heads),
+            (part, out, lay.gidx, lay.gcount, *_strides(out), heads, head_dim, lay.gidx.stride(0),
+             lay.max_global, splits, scale),
+            lay)
+
+
 # --------------------------------------------------------------------------------------------
 # Autograd
 # --------------------------------------------------------------------------------------------
@@ -325,11 +360,21 @@ class LongformerAttentionFunction(torch.autograd.Function):
                 DILATED=lay.dilated)
         if do_global:
             q_g, k_g, v_g = _family(q_g, k_g, v_g)
-            _launch(_global_rows_fwd_kernel, lambda c: (triton.cdiv(lay.max_global, c.block_m), batch * heads),
-                    (q_g, k_g, v_g, out, lse, lay.kind, lay.gidx, lay.gcount, *_strides(q_g),
-                     *_strides(out), heads, length, head_dim, lay.gidx.stride(0),
+            c = lay.configs["_global_rows_fwd_kernel"]
+            slot_blocks = triton.cdiv(lay.max_global, c.block_m)
+            splits, chunk = _global_splits(length, c.block_n, slot_blocks, batch * heads, lay, q.device)
+            state = torch.empty(2, splits, batch * heads, lay.max_global, dtype=torch.float32, device=q.device)
+            parts = torch.empty(splits, batch * heads, lay.max_global, head_dim, dtype=torch.float32,
+                                device=q.device)
+            _launch(_global_rows_fwd_kernel, lambda c: (slot_blocks * splits, batch * heads),
+                    (q_g, k_g, v_g, state[0], state[1], parts, lay.kind, lay.gidx, lay.gcount, *_strides(q_g),
+                     heads, length, head_dim, lay.gidx.stride(0), lay.max_global, splits, chunk,
                      lay.scale * LOG2E),
                     lay, DROPOUT=lay.dropout is not None)
+            _launch(_global_rows_combine_kernel, lambda c: (triton.cdiv(lay.max_global, c.block_m), batch * heads),
+                    (state[0], state[1], parts, out, lse, lay.gidx, lay.gcount, *_strides(out), heads, length,
+                     head_dim, lay.gidx.stride(0), lay.max_global, splits),
+                    lay)
             ctx.save_for_backward(q, k, v, out, lse, bias, q_g, k_g, v_g)
         else:
             ctx.save_for_backward(q, k, v, out, lse, bias)
@@ -378,25 +423,39 @@ class LongformerAttentionFunction(torch.autograd.Function):
                      lay.window, bias_w, lay.scale * LOG2E, lay.scale),
                     lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, DILATED=lay.dilated, **drop)
             if lay.max_global > 0:  # dk, dv of the GLOBAL rows, from the local queries
-                _launch(_cross_bwd_dkdv_kernel,
-                        lambda c: (triton.cdiv(lay.max_global, c.block_n), batch * heads),
-                        (q, k, v, do, dk, dv, lse, delta, *glob, *_strides(q), *_strides(do),
-                         *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
+                c = lay.configs["_cross_bwd_dkdv_kernel"]
+                slot_blocks = triton.cdiv(lay.max_global, c.block_n)
+                splits, chunk = _global_splits(length, c.block_m, slot_blocks, batch * heads, lay, q.device)
+                parts = torch.empty(2, splits, batch * heads, lay.max_global, head_dim, dtype=torch.float32,
+                                    device=q.device)
+                _launch(_cross_bwd_dkdv_kernel, lambda c: (slot_blocks * splits, batch * heads),
+                        (q, k, v, do, dk, dv, parts[0], parts[1], lse, delta, *glob, *_strides(q), *_strides(do),
+                         *dims, lay.gidx.stride(0), lay.max_global, splits, chunk, lay.scale * LOG2E,
+                         lay.scale),
                         lay, GLOBAL_KEYS=True, **drop)
+                for part, grad, scale in ((parts[0], dk, lay.scale), (parts[1], dv, 1.0)):
+                    _sum_global_rows(part, grad, splits, lay, scale)
         if ctx.do_global:
             q_g, k_g, v_g = ctx.saved_tensors[6:]
             if needs[3]:
                 dq_g = torch.zeros_like(q_g)  # only GLOBAL rows are written
-                _launch(_global_rows_bwd_dq_kernel,
-                        lambda c: (triton.cdiv(lay.max_global, c.block_m), batch * heads),
-                        (q_g, k_g, v_g, do, dq_g, lse, delta, *glob, *_strides(q_g),
-                         *_strides(do), *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
+                c = lay.configs["_global_rows_bwd_dq_kernel"]
+                slot_blocks = triton.cdiv(lay.max_global, c.block_m)
+                splits, chunk = _global_splits(length, c.block_n, slot_blocks, batch * heads, lay, q.device)
+                part = torch.empty(splits, batch * heads, lay.max_global, head_dim, dtype=torch.float32,
+                                   device=q.device)
+                _launch(_global_rows_bwd_dq_kernel, lambda c: (slot_blocks * splits, batch * heads),
+                        (q_g, k_g, v_g, do, part, lse, delta, *glob, *_strides(q_g),
+                         *_strides(do), *dims, lay.gidx.stride(0), lay.max_global, splits, chunk,
+                         lay.scale * LOG2E),
                         lay, **drop)
+                _sum_global_rows(part, dq_g, splits, lay, lay.scale)
             if needs[4] or needs[5]:
                 dk_g, dv_g = torch.empty_like(q_g), torch.empty_like(q_g)
                 _launch(_cross_bwd_dkdv_kernel, lambda c: (triton.cdiv(length, c.block_n), batch * heads),
-                        (q_g, k_g, v_g, do, dk_g, dv_g, lse, delta, *glob, *_strides(q_g),
-                         *_strides(do), *dims, lay.gidx.stride(0), lay.scale * LOG2E, lay.scale),
+                        (q_g, k_g, v_g, do, dk_g, dv_g, lse, lse, lse, delta, *glob, *_strides(q_g),
+                         *_strides(do), *dims, lay.gidx.stride(0), 0, 1, length, lay.scale * LOG2E,
+                         lay.scale),
                         lay, GLOBAL_KEYS=False, **drop)
         elif ctx.global_grad == "zeros":  # global projections given, no token global
             dq_g, dk_g, dv_g = (torch.zeros_like(q) if n else None for n in needs[3:6])

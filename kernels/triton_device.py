@@ -29,14 +29,22 @@ first and then overwritten by a kernel launched after it (no atomics, no races, 
     _delta_kernel             delta of every row, before the other backward kernels
     _band_fwd_kernel          out, lse of every row: band + global keys for LOCAL rows, zeros for
                               PAD rows and for GLOBAL rows (overwritten by the next kernel)
-    _global_rows_fwd_kernel   out, lse of GLOBAL rows: q_g against every non-padding k_g, v_g
-                              (skipped under global_rows=False: those rows then stay zero)
+    _global_rows_fwd_kernel   the online-softmax state of GLOBAL rows, one program per chunk of
+                              keys (q_g against the chunk's non-padding k_g, v_g), into fp32 parts
+    _global_rows_combine_kernel  out, lse of GLOBAL rows from those parts, in chunk order (both
+                              skipped under global_rows=False: those rows then stay zero)
     _band_bwd_dq_kernel       dq of every row (zero where the row is not LOCAL), and the band
                               bias's gradient (dS of each allowed band pair, written once)
     _band_bwd_dkdv_kernel     dk, dv of every non-GLOBAL row: contributions of the band
-    _cross_bwd_dkdv_kernel    GLOBAL_KEYS=True:  dk, dv of GLOBAL rows (local queries, global keys)
-                              GLOBAL_KEYS=False: dk_g, dv_g of every row (global queries, all keys)
-    _global_rows_bwd_dq_kernel  dq_g of GLOBAL rows (dq_g is zero elsewhere)
+    _cross_bwd_dkdv_kernel    GLOBAL_KEYS=True:  parts of dk, dv of GLOBAL rows, one program per
+                              chunk of local queries (global keys); GLOBAL_KEYS=False: dk_g, dv_g
+                              of every row (global queries, all keys)
+    _global_rows_bwd_dq_kernel  parts of dq_g of GLOBAL rows, one program per chunk of keys
+    _sum_rows_kernel          dk, dv (then dq_g) of GLOBAL rows: the parts added in chunk order
+                              (dq_g is zero elsewhere)
+The global rows' work (all N keys or queries for a few rows) is split into chunks so that a
+handful of global tokens still occupies the whole GPU; the parts are fp32 and are reduced by a
+second kernel in a fixed order: no atomics, the same bits on every run.
 
 Dilation: the "residue layout". Positions with the same residue r = n mod d form a subsequence
 r, r + d, r + 2d, ... in which the dilated window is an ordinary window of w. The band kernels
@@ -234,6 +242,19 @@ def _global_tile(GIDX_ROW, start, count, BLOCK: tl.constexpr):
     offs = start + tl.arange(0, BLOCK)
     ok = offs < count
     return tl.load(GIDX_ROW + offs, mask=ok, other=0).to(tl.int32), ok
+
+
+@triton.jit
+def _slot_block(GIDX, GCOUNT, H, G, BLOCK: tl.constexpr):
+    """The (batch x head) and block of global slots of a program of grid (slot blocks, B * H):
+    bh, b, h, the row's global count, the first slot, and the slots' (position, in use)."""
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh - b * H
+    count = tl.load(GCOUNT + b).to(tl.int32)
+    g0 = tl.program_id(0) * BLOCK
+    pos, ok = _global_tile(GIDX + b * G, g0, count, BLOCK)
+    return bh, b, h, count, g0, pos, ok
 
 
 @triton.jit
@@ -524,22 +545,27 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
 
 
 @triton.jit(do_not_specialize=_PER_CALL)
-def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
-                            g_b, g_h, g_n, s_b, s_h, s_n, H, N, D, G, qk_scale,
+def _global_rows_fwd_kernel(QG, KG, VG, PM, PL, PACC, KIND, GIDX, GCOUNT,
+                            g_b, g_h, g_n, H, N, D, G, GP, SPLITS, CHUNK, qk_scale,
                             seed, threshold, keep_scale,
                             DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                             BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
-    """Grid (blocks of global slots, B * H). GLOBAL rows: q_g against every non-padding key.
-    (g_b, g_h, g_n): strides of the global family, (s_b, s_h, s_n): of out."""
+    """Grid (blocks of global slots x SPLITS, B * H). GLOBAL rows: q_g against the non-padding
+    keys of one chunk of CHUNK positions (a multiple of BLOCK_N); the chunks of a row are
+    separate programs, so a few global rows still fill the GPU. Writes the chunk's online-
+    softmax state, unnormalised: PM, PL (SPLITS, B * H, GP) and PACC (SPLITS, B * H, GP, D),
+    fp32, at the row's slot; ``_global_rows_combine_kernel`` merges the chunks in order.
+    (g_b, g_h, g_n): strides of the global family."""
     bh = tl.program_id(1)
     b = bh // H
     h = bh - b * H
     count = tl.load(GCOUNT + b).to(tl.int32)
-    g0 = tl.program_id(0) * BLOCK_M
+    slot_block = tl.program_id(0) // SPLITS
+    chunk = tl.program_id(0) - slot_block * SPLITS
+    g0 = slot_block * BLOCK_M
     if g0 >= count:
         return
     mat = b.to(tl.int64) * g_b + h.to(tl.int64) * g_h
-    vec = bh.to(tl.int64) * N
 
     offs_d = tl.arange(0, BLOCK_D)
     pos_q, g_ok = _global_tile(GIDX + b * G, g0, count, BLOCK_M)
@@ -549,7 +575,8 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
     m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    for start in tl.range(0, N, BLOCK_N):
+    first = chunk * CHUNK
+    for start in tl.range(first, tl.minimum(first + CHUNK, N), BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         k_in = offs_n < N
         kind_k = tl.load(KIND + b * N + offs_n, mask=k_in, other=PAD)
@@ -561,9 +588,41 @@ def _global_rows_fwd_kernel(QG, KG, VG, O, LSE, KIND, GIDX, GCOUNT,
         m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, KG,
                                   0, 0, 0, 0, DROPOUT, False, False, True, PRECISION)
 
+    slots = g0 + tl.arange(0, BLOCK_M)
+    part = (chunk * tl.num_programs(1) + bh).to(tl.int64) * GP
+    tl.store(PM + part + slots, m_i, mask=g_ok)
+    tl.store(PL + part + slots, l_i, mask=g_ok)
+    _store_rows(PACC + part * D, slots, g_ok, offs_d, D, D, acc)
+
+
+@triton.jit
+def _global_rows_combine_kernel(PM, PL, PACC, O, LSE, GIDX, GCOUNT, s_b, s_h, s_n, H, N, D, G, GP,
+                                SPLITS, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Grid (blocks of global slots, B * H). out and lse of GLOBAL rows from the SPLITS chunk
+    states of ``_global_rows_fwd_kernel``, merged in chunk order (deterministic): the online
+    softmax's rescaling, applied once per chunk. (s_b, s_h, s_n): strides of out."""
+    bh, b, h, count, g0, pos_q, g_ok = _slot_block(GIDX, GCOUNT, H, G, BLOCK_M)
+    if g0 >= count:
+        return
+    offs_d = tl.arange(0, BLOCK_D)
+    slots = g0 + tl.arange(0, BLOCK_M)
+    m_i = tl.full([BLOCK_M], NEG_BIG, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for chunk in tl.range(0, SPLITS):
+        part = (chunk * tl.num_programs(1) + bh).to(tl.int64) * GP
+        m_c = tl.load(PM + part + slots, mask=g_ok, other=NEG_BIG)
+        l_c = tl.load(PL + part + slots, mask=g_ok, other=0.0)
+        acc_c = _load_rows(PACC + part * D, slots, g_ok, offs_d, D, D)
+        m_new = tl.maximum(m_i, m_c)
+        alpha = tl.math.exp2(m_i - m_new)
+        beta = tl.math.exp2(m_c - m_new)
+        l_i = l_i * alpha + l_c * beta
+        acc = acc * alpha[:, None] + acc_c * beta[:, None]
+        m_i = m_new
     out, lse = _fwd_finish(m_i, l_i, acc)
     _store_rows(O + b.to(tl.int64) * s_b + h.to(tl.int64) * s_h, pos_q, g_ok, offs_d, D, s_n, out)
-    tl.store(LSE + vec + pos_q, lse, mask=g_ok)
+    tl.store(LSE + bh.to(tl.int64) * N + pos_q, lse, mask=g_ok)
 
 
 # --------------------------------------------------------------------------------------------
@@ -721,25 +780,30 @@ def _band_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, DIL, BIAS,
 
 
 @triton.jit(do_not_specialize=_PER_CALL)
-def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
-                           s_b, s_h, s_n, o_b, o_h, o_n, H, N, D, G, qk_scale, sm_scale,
-                           seed, threshold, keep_scale,
+def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, PDK, PDV, LSE, DELTA, KIND, GIDX, GCOUNT,
+                           s_b, s_h, s_n, o_b, o_h, o_n, H, N, D, G, GP, SPLITS, CHUNK,
+                           qk_scale, sm_scale, seed, threshold, keep_scale,
                            GLOBAL_KEYS: tl.constexpr, DROPOUT: tl.constexpr,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                            PRECISION: tl.constexpr):
     """dk, dv for the two dense (not banded) parts of the pattern. (s_b, s_h, s_n): strides of
     Q, K, V, DK, DV; (o_b, o_h, o_n): strides of DO.
 
-    GLOBAL_KEYS=True (local projections): keys = the global tokens (grid over slot blocks),
-        queries = every LOCAL row. Writes dk, dv of GLOBAL rows.
+    GLOBAL_KEYS=True (local projections): keys = the global tokens, queries = the LOCAL rows
+        of one chunk of CHUNK positions (a multiple of BLOCK_M); grid (slot blocks x SPLITS,
+        B * H). Writes PDK, PDV, (SPLITS, B * H, GP, D) fp32 parts, unscaled, at the keys'
+        slots (``_sum_rows_kernel`` adds them into dk, dv of the GLOBAL rows); DK, DV unused.
     GLOBAL_KEYS=False (global projections): keys = every position (grid over key blocks),
-        queries = the global rows. Writes dk_g, dv_g of every row (zero for padding).
+        queries = the global rows. Writes DK, DV = dk_g, dv_g of every row (zero for padding);
+        SPLITS = 1, PDK, PDV unused.
     """
     bh = tl.program_id(1)
     b = bh // H
     h = bh - b * H
     count = tl.load(GCOUNT + b).to(tl.int32)
-    s0 = tl.program_id(0) * BLOCK_N
+    key_block = tl.program_id(0) // SPLITS
+    chunk = tl.program_id(0) - key_block * SPLITS
+    s0 = key_block * BLOCK_N
     mat = b.to(tl.int64) * s_b + h.to(tl.int64) * s_h
     mat_do = b.to(tl.int64) * o_b + h.to(tl.int64) * o_h
     vec = bh.to(tl.int64) * N
@@ -749,18 +813,20 @@ def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
             return
         pos_k, k_in = _global_tile(GIDX + b * G, s0, count, BLOCK_N)
         k_ok = k_in
-        num_queries = N
+        first = chunk * CHUNK
+        last = tl.minimum(first + CHUNK, N)
     else:
         pos_k = s0 + tl.arange(0, BLOCK_N)
         k_in = pos_k < N
         k_ok = tl.load(KIND + b * N + pos_k, mask=k_in, other=PAD) != PAD
-        num_queries = count
+        first = 0
+        last = count
     k = _load_rows(K + mat, pos_k, k_in, offs_d, D, s_n)
     v = _load_rows(V + mat, pos_k, k_in, offs_d, D, s_n)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
 
-    for start in tl.range(0, num_queries, BLOCK_M):
+    for start in tl.range(first, last, BLOCK_M):
         if GLOBAL_KEYS:
             pos_q = start + tl.arange(0, BLOCK_M)
             q_in = pos_q < N
@@ -781,24 +847,34 @@ def _cross_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, LSE, DELTA, KIND, GIDX, GCOUNT,
                             K, 0, 0, 0, 0, DROPOUT,
                             False, False, True, PRECISION)
 
-    _store_rows(DK + mat, pos_k, k_in, offs_d, D, s_n, dk * sm_scale)
-    _store_rows(DV + mat, pos_k, k_in, offs_d, D, s_n, dv)
+    if GLOBAL_KEYS:
+        part = (chunk * tl.num_programs(1) + bh).to(tl.int64) * GP * D
+        slots = s0 + tl.arange(0, BLOCK_N)
+        _store_rows(PDK + part, slots, k_in, offs_d, D, D, dk)
+        _store_rows(PDV + part, slots, k_in, offs_d, D, D, dv)
+    else:
+        _store_rows(DK + mat, pos_k, k_in, offs_d, D, s_n, dk * sm_scale)
+        _store_rows(DV + mat, pos_k, k_in, offs_d, D, s_n, dv)
 
 
 @triton.jit(do_not_specialize=_PER_CALL)
-def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOUNT,
-                               g_b, g_h, g_n, o_b, o_h, o_n, H, N, D, G, qk_scale, sm_scale,
+def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, PDQ, LSE, DELTA, KIND, GIDX, GCOUNT,
+                               g_b, g_h, g_n, o_b, o_h, o_n, H, N, D, G, GP, SPLITS, CHUNK, qk_scale,
                                seed, threshold, keep_scale,
                                DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
                                BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                                PRECISION: tl.constexpr):
-    """Grid as _global_rows_fwd_kernel. dq_g of GLOBAL rows. (g_b, g_h, g_n): strides of the
-    global family, (o_b, o_h, o_n): of DO."""
+    """Grid as _global_rows_fwd_kernel (slot blocks x SPLITS chunks of keys). The chunk's part
+    of dq_g of GLOBAL rows, unscaled, into PDQ (SPLITS, B * H, GP, D) fp32 at the row's slot
+    (``_sum_rows_kernel`` adds the chunks). (g_b, g_h, g_n): strides of the global family,
+    (o_b, o_h, o_n): of DO."""
     bh = tl.program_id(1)
     b = bh // H
     h = bh - b * H
     count = tl.load(GCOUNT + b).to(tl.int32)
-    g0 = tl.program_id(0) * BLOCK_M
+    slot_block = tl.program_id(0) // SPLITS
+    chunk = tl.program_id(0) - slot_block * SPLITS
+    g0 = slot_block * BLOCK_M
     if g0 >= count:
         return
     mat = b.to(tl.int64) * g_b + h.to(tl.int64) * g_h
@@ -812,7 +888,8 @@ def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOU
     delta = tl.load(DELTA + vec + pos_q, mask=g_ok, other=0.0)
     rows = _row_hash(seed, b, h, pos_q, DROPOUT)
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    for start in tl.range(0, N, BLOCK_N):
+    first = chunk * CHUNK
+    for start in tl.range(first, tl.minimum(first + CHUNK, N), BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         k_in = offs_n < N
         kind_k = tl.load(KIND + b * N + offs_n, mask=k_in, other=PAD)
@@ -823,4 +900,23 @@ def _global_rows_bwd_dq_kernel(QG, KG, VG, DO, DQG, LSE, DELTA, KIND, GIDX, GCOU
                                BLOCK_N)
         dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, KG, KG, 0, 0, 0, 0,
                       DROPOUT, False, False, True, PRECISION)
-    _store_rows(DQG + mat, pos_q, g_ok, offs_d, D, g_n, dq * sm_scale)
+    part = (chunk * tl.num_programs(1) + bh).to(tl.int64) * GP
+    _store_rows(PDQ + part * D, g0 + tl.arange(0, BLOCK_M), g_ok, offs_d, D, D, dq)
+
+
+@triton.jit
+def _sum_rows_kernel(PART, OUT, GIDX, GCOUNT, o_b, o_h, o_n, H, D, G, GP, SPLITS, scale,
+                     BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Grid (blocks of global slots, B * H). Row ``pos`` of OUT (strides o_b, o_h, o_n) of
+    each GLOBAL token <- scale * the sum over the SPLITS chunks of PART (SPLITS, B * H, GP, D)
+    fp32 at the token's slot, added in chunk order (deterministic, no atomics)."""
+    bh, b, h, count, g0, pos, ok = _slot_block(GIDX, GCOUNT, H, G, BLOCK_M)
+    if g0 >= count:
+        return
+    offs_d = tl.arange(0, BLOCK_D)
+    slots = g0 + tl.arange(0, BLOCK_M)
+    total = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for chunk in tl.range(0, SPLITS):
+        part = (chunk * tl.num_programs(1) + bh).to(tl.int64) * GP
+        total += _load_rows(PART + part * D, slots, ok, offs_d, D, D)
+    _store_rows(OUT + b.to(tl.int64) * o_b + h.to(tl.int64) * o_h, pos, ok, offs_d, D, o_n, total * scale)

@@ -78,3 +78,33 @@ def test_gpu_tune_refuses_without_cuda(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         gpu_tune.main([str(tmp_path)])
     assert stop.value.code == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("programs", [1, 10_000], ids=["one_chunk", "a_chunk_per_tile"])
+def test_global_rows_split_into_chunks_are_exact(monkeypatch, programs):
+    """The global rows' kernels split their N keys (queries) into chunks, reduced in order by a
+    second kernel: with no split, and with one chunk per tile (the last one partial, padding in
+    another chunk than the globals), output and all six gradients match the float64 reference,
+    with dropout."""
+    from longformer_kernels import AttentionDropout
+
+    monkeypatch.setattr(kernels, "INTERPRETER_PROGRAMS", programs)
+    seen = []
+    real = kernels._global_splits
+    monkeypatch.setattr(kernels, "_global_splits", lambda *a: seen.append(real(*a)) or seen[-1])
+    case = Case("split", 2, 2, 101, window=3, dilation=(1, 2), valid_lengths=[101, 70],
+                global_positions=[[0, 50, 100], [7]], head_dim=16)
+    pattern, masks = AttentionPattern(case.window, case.dilation), case_masks(case)
+    dropout = AttentionDropout(0.2, 11)
+    inputs, grad_out = random_inputs(case, torch.float32)
+    got = forward_backward(lambda *x: kernels.triton_longformer_attention(*x, pattern, device_masks(masks),
+                                                                          dropout=dropout), inputs, grad_out)
+    want = forward_backward(lambda *x: reference_attention(*x, pattern, masks, dropout=dropout),
+                            [t.double() for t in inputs], grad_out.double())
+    assert len(seen) == 3  # forward, dq_g, dk/dv of global keys
+    if programs == 1:
+        assert all(splits == 1 for splits, _ in seen), seen
+    else:  # 32-position tiles (the interpreter's): 4 chunks of 101 positions, the last of 5
+        assert all(splits == 4 and chunk == 32 for splits, chunk in seen), seen
+    for result, ref in zip(got, want):
+        assert (result.double() - ref).abs().max().item() < 1e-5

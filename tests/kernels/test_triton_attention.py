@@ -384,23 +384,25 @@ def test_without_global_rows(dropout, monkeypatch, accelerator):
         torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
     drop = " DROPOUT" if dropout is not None else ""
     band = " DILATED" + drop  # head 0 has dilation 2 (flags in alphabetical order)
+    # the global keys' dk, dv from the local queries, in chunk parts added by _sum_rows_kernel
     assert launched == ["_band_fwd_kernel" + band, "_delta_kernel", "_band_bwd_dq_kernel" + band,
-                        "_band_bwd_dkdv_kernel" + band, "_cross_bwd_dkdv_kernel" + drop + " GLOBAL_KEYS"]
+                        "_band_bwd_dkdv_kernel" + band, "_cross_bwd_dkdv_kernel" + drop + " GLOBAL_KEYS",
+                        "_sum_rows_kernel", "_sum_rows_kernel"]
     # stand-ins for the global projections (as the module passes) get no gradient either
     leaves = [t.detach().to(accelerator.device).requires_grad_() for t in inputs]
     triton_longformer_attention(*leaves, pattern, masks, global_rows=False).backward(grad_out.to(accelerator.device))
     assert all(t.grad is None for t in leaves[3:])
 
 
+FORWARD = ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_global_rows_combine_kernel"]
+
+
 @pytest.mark.parametrize("wanted, kernels_run", [
-    ("q", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_delta_kernel",
-           "_band_bwd_dq_kernel DILATED"]),
-    ("kv", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_delta_kernel",
-            "_band_bwd_dkdv_kernel DILATED", "_cross_bwd_dkdv_kernel GLOBAL_KEYS"]),
-    ("q_g", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_delta_kernel",
-             "_global_rows_bwd_dq_kernel"]),
-    ("v_g", ["_band_fwd_kernel DILATED", "_global_rows_fwd_kernel", "_delta_kernel",
-             "_cross_bwd_dkdv_kernel"]),
+    ("q", FORWARD + ["_delta_kernel", "_band_bwd_dq_kernel DILATED"]),
+    ("kv", FORWARD + ["_delta_kernel", "_band_bwd_dkdv_kernel DILATED", "_cross_bwd_dkdv_kernel GLOBAL_KEYS",
+                      "_sum_rows_kernel", "_sum_rows_kernel"]),
+    ("q_g", FORWARD + ["_delta_kernel", "_global_rows_bwd_dq_kernel", "_sum_rows_kernel"]),
+    ("v_g", FORWARD + ["_delta_kernel", "_cross_bwd_dkdv_kernel"]),
 ])
 def test_only_requested_gradients(wanted, kernels_run, monkeypatch, accelerator):
     """Inputs with requires_grad=False get None, and kernels computing only their gradients do

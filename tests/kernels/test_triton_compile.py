@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import longformer_kernels.triton_attention as kernels  # noqa: E402  (conftest chose the interpreter)
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -90,14 +92,16 @@ for kernel, flags in KERNEL_FLAGS.items():
             for va, vb in itertools.product((False, True), repeat=2):
                 if not any(f[a] == va and f[b] == vb for f in mine):
                     missing.append(f"{kernel} {dtype}: {a}={va} with {b}={vb}")
-print(json.dumps(dict(missing=missing, chosen=len(chosen), full=len(full))))
+switched = lambda configs: len([c for c in configs if KERNEL_FLAGS[c.kernel]])  # noqa: E731
+print(json.dumps(dict(missing=missing, chosen=switched(chosen), full=switched(full))))
 """
 
 
 def test_the_compiled_subset_covers_every_switch():
     """compile_table compiles, for every kernel x dtype x head-dim tile, each switch on and off,
     and within each kernel and dtype every pair of switches in all four combinations, in far
-    fewer compiles than the full product."""
+    fewer compiles than the full product (counted over the kernels with switches: one without
+    has nothing to cover and is compiled whole)."""
     run = subprocess.run([sys.executable, "-c", COVERING], env=dict(os.environ, TRITON_INTERPRET="0"),
                          capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -139,8 +143,12 @@ def test_a_sample_compiles_from_nothing():
                          env=env, capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0, run.stderr[-5000:]
     records = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(records) == 7 * 2 + 3  # 7 kernels x 2, and the 3 band kernels undilated
+    # every kernel x 2, and the 3 band kernels undilated
+    assert len(records) == len(kernels.KERNEL_FLAGS) * 2 + 3
     for r in records:
         assert r["error"] is None, f"sm_{r['cap']} {r['name']}: {r['error']}"
-        assert 0 < r["shared"] <= r["limit"], r
+        # shared memory read from the compiled metadata; only the chunk sum (no dot, no
+        # reduction across threads) needs none
+        assert r["shared"] <= r["limit"], r
+        assert r["shared"] > 0 or r["kernel"] == "sum_rows_kernel", r
         print(f"sm_{r['cap']} {r['name']}: {r['shared']} B shared, {r['spill_stores']} B spilled, {r['seconds']} s")
