@@ -42,7 +42,7 @@ def short_name(kernel: str) -> str:
     """Profiler name of a kernel -> the name LONGFORMER_TRITON_TILES takes (None: not ours)."""
     for name in triton_attention.KERNEL_FLAGS:
         if kernel.startswith(name):
-            return name.strip("_").replace("_kernel", "")
+            return triton_attention.short_name(name)
     return None
 
 

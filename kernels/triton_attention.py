@@ -60,11 +60,16 @@ class BlockConfig:
 
 
 # 16-bit inputs, D <= 64: the fastest tiles per kernel of a sweep on an H200 (bf16, B = 8,
-# H = 12, N = 16,384, w = 256, D = 64, 8 global tokens; docs/gpu_results.md). Every kernel then
+# H = 12, N = 16,384, w = 256, D = 64, 8 global tokens; docs/results/gpu_h200.md). Every kernel then
 # takes 64 x 64 tiles, 4 warps, 2 stages unless named here.
 TILES_16BIT_D64 = {"_band_fwd_kernel": (64, 32), "_band_bwd_dq_kernel": (64, 32), "_band_bwd_dkdv_kernel": (32, 64),
                    "_global_rows_fwd_kernel": (64, 128)}
 WARPS_STAGES_16BIT_D64 = {"_global_rows_bwd_dq_kernel": (4, 3), "_cross_bwd_dkdv_kernel": (4, 3)}
+
+
+def short_name(kernel: str) -> str:
+    """The name TILES_ENV and the results pages use for a kernel: "_band_fwd_kernel" -> "band_fwd"."""
+    return kernel.strip("_").replace("_kernel", "")
 
 
 def _tile_overrides() -> Dict[str, Tuple[int, int, int, int]]:
@@ -80,7 +85,7 @@ def _tile_overrides() -> Dict[str, Tuple[int, int, int, int]]:
         except (ValueError, AssertionError):
             raise ValueError(f"{TILES_ENV}: {item!r} is not [KERNEL=]BMxBNxWARPSxSTAGES with power-of-two "
                              "BM, BN (e.g. 128x64x8x2)") from None
-        known = {k.strip("_").replace("_kernel", "") for k in KERNEL_FLAGS}
+        known = {short_name(k) for k in KERNEL_FLAGS}
         if name and name not in known:
             raise ValueError(f"{TILES_ENV}: unknown kernel {name!r}; one of {sorted(known)}")
         overrides[name or "*"] = values
@@ -107,7 +112,7 @@ def block_config(head_dim: int, element_size: int, interpret: bool, kernel: str 
     if interpret:
         return BlockConfig(32, 32, block_d, 1, 1)
     overrides = _TILE_OVERRIDES
-    tiles = overrides.get(kernel.strip("_").replace("_kernel", ""), overrides.get("*"))
+    tiles = overrides.get(short_name(kernel), overrides.get("*"))
     if tiles is not None:
         return BlockConfig(tiles[0], tiles[1], block_d, tiles[2], tiles[3])
     if element_size == 4:
@@ -115,7 +120,8 @@ def block_config(head_dim: int, element_size: int, interpret: bool, kernel: str 
             return BlockConfig(32, 32, block_d, 4, 2)
         return BlockConfig(16, 16, block_d, 4, 1)
     if block_d <= 64:
-        return BlockConfig(*TILES_16BIT_D64.get(kernel, (64, 64)), block_d, *WARPS_STAGES_16BIT_D64.get(kernel, (4, 2)))
+        return BlockConfig(*TILES_16BIT_D64.get(kernel, (64, 64)), block_d,
+                           *WARPS_STAGES_16BIT_D64.get(kernel, (4, 2)))
     if block_d <= 128:
         return BlockConfig(64, 32, block_d, 4, 2)
     return BlockConfig(32, 32, block_d, 4, 1)
