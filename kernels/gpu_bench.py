@@ -140,7 +140,14 @@ def flex_contender(length: int, window: int, is_global: torch.Tensor, p_drop: fl
                    dilation: Optional[torch.Tensor] = None) -> Callable:
     """FlexAttention with the Longformer pattern: ``mask_mod`` allows |i - j| <= w d with
     (i - j) divisible by the head's dilation d (``dilation``: (H,) int, None = 1), or a global i
-    or j; the block mask skips the tiles that allow nothing."""
+    or j; the block mask skips the tiles that allow nothing.
+
+    The mask is written in the fastest form that is exact for ``is_global``: the band alone when
+    no token is global, a position range when the global tokens are the first G positions (the
+    benchmark's), lookups in ``is_global`` otherwise. On an H200 (bf16, B = 8, N = 16,384,
+    w = 256) a mask_mod reading is_global[i] | is_global[j] made Flex's forward 14x slower than
+    the band alone (14.5 ms against 1.05 ms), with no token global; its backward barely changed.
+    """
     if p_drop:
         raise Skip("FlexAttention has no attention dropout")
     try:
@@ -148,11 +155,22 @@ def flex_contender(length: int, window: int, is_global: torch.Tensor, p_drop: fl
     except ImportError as error:
         raise Skip(f"FlexAttention missing in torch {torch.__version__}: {error}")
 
-    def mask_mod(b, h, q_idx, kv_idx):
-        step = 1 if dilation is None else dilation[h]
-        diff = q_idx - kv_idx
-        local = (diff.abs() <= window * step) & (diff % step == 0)
-        return local | is_global[kv_idx] | is_global[q_idx]
+    def band(h, diff):
+        if dilation is None:
+            return diff.abs() <= window
+        step = dilation[h]
+        return (diff.abs() <= window * step) & (diff % step == 0)
+
+    count = int(is_global.sum())
+    if count == 0:
+        def mask_mod(b, h, q_idx, kv_idx):
+            return band(h, q_idx - kv_idx)
+    elif bool(is_global[:count].all()):
+        def mask_mod(b, h, q_idx, kv_idx):
+            return band(h, q_idx - kv_idx) | (kv_idx < count) | (q_idx < count)
+    else:
+        def mask_mod(b, h, q_idx, kv_idx):
+            return band(h, q_idx - kv_idx) | is_global[kv_idx] | is_global[q_idx]
 
     device = is_global.device
     block_mask = create_block_mask(mask_mod, None, None if dilation is None else dilation.numel(), length, length,
@@ -179,28 +197,33 @@ def flex_contender(length: int, window: int, is_global: torch.Tensor, p_drop: fl
 
 
 def check_flex_pattern(device: torch.device, smoke: bool) -> dict:
-    """FlexAttention's mask (per-head dilation 1 and 2, two global tokens) against the PyTorch path
-    on the same q, k, v (global rows with the local projections): proof that the benchmark times
-    the same pattern. {"rel_err", "tol", "ok"} or {"skipped"}."""
+    """FlexAttention's mask (per-head dilation 1 and 2) against the PyTorch path on the same
+    q, k, v (global rows with the local projections), with the global tokens written each way
+    ``flex_contender`` can write them (none, the first two positions, two scattered ones): proof
+    that the benchmark times the same pattern. {"rel_err" (the worst), "tol", "ok"} or
+    {"skipped"}."""
     from .sliding_chunks import sliding_chunks_attention
 
     heads, length, window, head_dim = (2, 64, 4, 16) if smoke else (4, 1024, 32, 64)
     dtype = torch.float32 if smoke else torch.float16
     dilation = (1, 2) * (heads // 2)
-    is_global = torch.zeros(length, dtype=torch.bool, device=device)
-    is_global[[0, length // 3]] = True
     generator = torch.Generator(device=device).manual_seed(5)
     q, k, v = (torch.randn(1, heads, length, head_dim, device=device, generator=generator, dtype=dtype)
                for _ in range(3))
-    try:
-        flex = flex_contender(length, window, is_global, 0.0, torch.tensor(dilation, device=device))(q, k, v)
-    except Skip as why:
-        return dict(skipped=str(why))
-    expected = sliding_chunks_attention(q, k, v, q, k, v, AttentionPattern(window, dilation),
-                                        AttentionMasks(is_global=is_global[None]))
-    err = ((flex.double() - expected.double()).norm() / expected.double().norm()).item()
+    worst = 0.0
+    for positions in ([], [0, 1], [0, length // 3]):
+        is_global = torch.zeros(length, dtype=torch.bool, device=device)
+        is_global[positions] = True
+        try:
+            flex = flex_contender(length, window, is_global, 0.0, torch.tensor(dilation, device=device))(q, k, v)
+        except Skip as why:
+            return dict(skipped=str(why))
+        masks = AttentionMasks(is_global=is_global[None] if positions else None)
+        expected = sliding_chunks_attention(q, k, v, q, k, v, AttentionPattern(window, dilation), masks)
+        err = ((flex.double() - expected.double()).norm() / expected.double().norm()).item()
+        worst = max(worst, err)
     tol = 1e-5 if dtype == torch.float32 else 1e-2
-    return dict(rel_err=err, tol=tol, ok=err <= tol, dtype=str(dtype), length=length, dilation=dilation)
+    return dict(rel_err=worst, tol=tol, ok=worst <= tol, dtype=str(dtype), length=length, dilation=dilation)
 
 
 def measure(fn: Callable, inputs: List[torch.Tensor], used: int, backward: bool, device: torch.device,

@@ -219,6 +219,21 @@ class _Layout:
     dropout: Optional[AttentionDropout]
 
 
+def _cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for the grids: plain Python (``triton.cdiv`` is a constexpr function whose
+    host call costs microseconds, and a call of the attention makes dozens of them)."""
+    return -(-a // b)
+
+
+@functools.lru_cache(maxsize=32)
+def _layout_configs(choose, head_dim: int, element_size: int, interpret: bool,
+                    overrides: Tuple) -> Dict[str, BlockConfig]:
+    """{kernel: choose(head_dim, element_size, interpret, kernel)}, once per distinct input:
+    ``choose`` (block_config, or what a test puts in its place) and the tile overrides are part
+    of the key, so a patched chooser or a new override is never answered from the cache."""
+    return {name: choose(head_dim, element_size, interpret, name) for name in KERNEL_FLAGS}
+
+
 @functools.lru_cache(maxsize=8)
 def _multiprocessors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
@@ -231,9 +246,9 @@ def _global_splits(length: int, block: int, slot_blocks: int, programs: int, lay
     chunks, enough that the programs reach PROGRAMS_PER_SM per multiprocessor."""
     target = INTERPRETER_PROGRAMS if lay.interpret or device.type != "cuda" else (
         PROGRAMS_PER_SM * _multiprocessors(device))
-    splits = max(1, min(triton.cdiv(length, block), triton.cdiv(target, slot_blocks * programs)))
-    chunk = triton.cdiv(triton.cdiv(length, splits), block) * block
-    return triton.cdiv(length, chunk), chunk
+    splits = max(1, min(_cdiv(length, block), _cdiv(target, slot_blocks * programs)))
+    chunk = _cdiv(_cdiv(length, splits), block) * block
+    return _cdiv(length, chunk), chunk
 
 
 @functools.lru_cache(maxsize=64)
@@ -246,7 +261,8 @@ def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks, s
     batch, heads, length, head_dim = q.shape
     device = q.device
     interpret = _interpreting() and not _gpu_tiles_forced()
-    configs = {name: block_config(head_dim, q.element_size(), interpret, name) for name in KERNEL_FLAGS}
+    configs = _layout_configs(block_config, head_dim, q.element_size(), interpret,
+                              tuple(sorted(_TILE_OVERRIDES.items())))
     kind = torch.full((batch, length), LOCAL.value, dtype=torch.int8, device=device)
     if masks.padding is not None:
         kind.masked_fill_(masks.padding.to(device), PAD.value)
@@ -261,7 +277,7 @@ def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks, s
     return _Layout(
         kind=kind, gidx=gidx, gcount=gcount, dil=_dilation_tensor(dilations, device),
         dilated=any(d > 1 for d in dilations),
-        max_global=masks.max_global, t_len=max(d * triton.cdiv(length, d) for d in dilations),
+        max_global=masks.max_global, t_len=max(d * _cdiv(length, d) for d in dilations),
         window=min(pattern.window, length), causal=pattern.causal, scale=scale, dtype=q.dtype,
         configs=configs, interpret=interpret, dropout=dropout,
     )
@@ -327,7 +343,7 @@ def _sum_global_rows(part: Tensor, out: Tensor, splits: int, lay: _Layout, scale
     """Rows of ``out`` (B, H, N, D) at the global tokens <- scale * the sum of ``part``
     (SPLITS, B * H, G, D) fp32 over its chunks (``_sum_rows_kernel``)."""
     batch, heads, length, head_dim = out.shape
-    _launch(_sum_rows_kernel, lambda c: (triton.cdiv(lay.max_global, c.block_m), batch * heads),
+    _launch(_sum_rows_kernel, lambda c: (_cdiv(lay.max_global, c.block_m), batch * heads),
             (part, out, lay.gidx, lay.gcount, *_strides(out), heads, head_dim, lay.gidx.stride(0),
              lay.max_global, splits, scale),
             lay)
@@ -358,7 +374,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
         bias_w = band_bias.shape[-1] if has_bias else 1
         out = torch.empty_like(q)  # q's strides: the caller's permute back is a view
         lse = torch.empty(batch, heads, length, dtype=torch.float32, device=q.device)
-        _launch(_band_fwd_kernel, lambda c: (triton.cdiv(lay.t_len, c.block_m), batch * heads),
+        _launch(_band_fwd_kernel, lambda c: (_cdiv(lay.t_len, c.block_m), batch * heads),
                 (q, k, v, out, lse, lay.kind, lay.gidx, lay.gcount, lay.dil, bias, *_strides(q),
                  heads, length, head_dim, lay.gidx.stride(0), lay.window, bias_w,
                  lay.scale * LOG2E),
@@ -367,7 +383,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
         if do_global:
             q_g, k_g, v_g = _family(q_g, k_g, v_g)
             c = lay.configs["_global_rows_fwd_kernel"]
-            slot_blocks = triton.cdiv(lay.max_global, c.block_m)
+            slot_blocks = _cdiv(lay.max_global, c.block_m)
             splits, chunk = _global_splits(length, c.block_n, slot_blocks, batch * heads, lay, q.device)
             state = torch.empty(2, splits, batch * heads, lay.max_global, dtype=torch.float32, device=q.device)
             parts = torch.empty(splits, batch * heads, lay.max_global, head_dim, dtype=torch.float32,
@@ -377,7 +393,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
                      heads, length, head_dim, lay.gidx.stride(0), lay.max_global, splits, chunk,
                      lay.scale * LOG2E),
                     lay, DROPOUT=lay.dropout is not None)
-            _launch(_global_rows_combine_kernel, lambda c: (triton.cdiv(lay.max_global, c.block_m), batch * heads),
+            _launch(_global_rows_combine_kernel, lambda c: (_cdiv(lay.max_global, c.block_m), batch * heads),
                     (state[0], state[1], parts, out, lse, lay.gidx, lay.gcount, *_strides(out), heads, length,
                      head_dim, lay.gidx.stride(0), lay.max_global, splits),
                     lay)
@@ -405,11 +421,11 @@ class LongformerAttentionFunction(torch.autograd.Function):
             do = _like(out, do)
         # delta_i = sum_j P_ij dP_ij = dO_i . O_i, in fp32, read once from dO and O as they are
         delta = torch.empty(batch, heads, length, dtype=torch.float32, device=q.device)
-        _launch(_delta_kernel, lambda c: (triton.cdiv(length, c.block_m), batch * heads),
+        _launch(_delta_kernel, lambda c: (_cdiv(length, c.block_m), batch * heads),
                 (out, do, delta, *_strides(out), heads, length, head_dim), lay)
         dq = dk = dv = dq_g = dk_g = dv_g = dbias = None
-        band_grid = lambda c: (triton.cdiv(lay.t_len, c.block_m), batch * heads)  # noqa: E731
-        key_grid = lambda c: (triton.cdiv(lay.t_len, c.block_n), batch * heads)  # noqa: E731
+        band_grid = lambda c: (_cdiv(lay.t_len, c.block_m), batch * heads)  # noqa: E731
+        key_grid = lambda c: (_cdiv(lay.t_len, c.block_n), batch * heads)  # noqa: E731
         glob = (lay.kind, lay.gidx, lay.gcount)
         dims = (heads, length, head_dim)
         bias_needed = has_bias and needs[6]
@@ -430,7 +446,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
                     lay, CAUSAL=lay.causal, HAS_BIAS=has_bias, DILATED=lay.dilated, **drop)
             if lay.max_global > 0:  # dk, dv of the GLOBAL rows, from the local queries
                 c = lay.configs["_cross_bwd_dkdv_kernel"]
-                slot_blocks = triton.cdiv(lay.max_global, c.block_n)
+                slot_blocks = _cdiv(lay.max_global, c.block_n)
                 splits, chunk = _global_splits(length, c.block_m, slot_blocks, batch * heads, lay, q.device)
                 parts = torch.empty(2, splits, batch * heads, lay.max_global, head_dim, dtype=torch.float32,
                                     device=q.device)
@@ -446,7 +462,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
             if needs[3]:
                 dq_g = torch.zeros_like(q_g)  # only GLOBAL rows are written
                 c = lay.configs["_global_rows_bwd_dq_kernel"]
-                slot_blocks = triton.cdiv(lay.max_global, c.block_m)
+                slot_blocks = _cdiv(lay.max_global, c.block_m)
                 splits, chunk = _global_splits(length, c.block_n, slot_blocks, batch * heads, lay, q.device)
                 part = torch.empty(splits, batch * heads, lay.max_global, head_dim, dtype=torch.float32,
                                    device=q.device)
@@ -458,7 +474,7 @@ class LongformerAttentionFunction(torch.autograd.Function):
                 _sum_global_rows(part, dq_g, splits, lay, lay.scale)
             if needs[4] or needs[5]:
                 dk_g, dv_g = torch.empty_like(q_g), torch.empty_like(q_g)
-                _launch(_cross_bwd_dkdv_kernel, lambda c: (triton.cdiv(length, c.block_n), batch * heads),
+                _launch(_cross_bwd_dkdv_kernel, lambda c: (_cdiv(length, c.block_n), batch * heads),
                         (q_g, k_g, v_g, do, dk_g, dv_g, lse, lse, lse, delta, *glob, *_strides(q_g),
                          *_strides(do), *dims, lay.gidx.stride(0), 0, 1, length, lay.scale * LOG2E,
                          lay.scale),

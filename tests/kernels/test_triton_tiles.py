@@ -1,14 +1,14 @@
-"""The band kernels' tile classification (``triton_device._band_interior``) against brute force.
+"""The band kernels' interior tiles (``triton_device._interior_range``) against brute force.
 
-A band tile whose every (query, key) pair is in the window (and, with dilation, in one residue)
-runs without a mask when its rows and keys are all LOCAL. If ``_band_interior`` called a tile
-interior that holds one pair outside the band, that pair would be attended: so it must be exactly
-"every pair in the band". Checked for every pair of tiles of a t-space, two-sided and causal,
-with and without the residue layout, with tiles that straddle the window edges, the residue
+Each band walk runs the tiles of ``_interior_range`` with no band mask (only the kinds of their
+own entries). If it named a tile that holds one pair outside the band, that pair would be
+attended; if it left out a tile inside, that tile would only run slower. So the range must be
+exactly the tiles whose every pair is in the band. Checked for every block of a t-space, in both
+orientations (query blocks walking keys, key blocks walking queries), two-sided and causal, with
+and without the residue layout, with tiles that straddle the window edges, the residue
 boundaries and the end of the t-space; the outputs of the kernels that use it are checked
 against the reference in test_triton_attention.py (cases named "interior").
 """
-import itertools
 import os
 
 import pytest
@@ -19,58 +19,63 @@ assert os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from longformer_kernels.triton_device import _band_interior  # noqa: E402
+from longformer_kernels.triton_device import _band_range, _interior_range  # noqa: E402
 
 from tests.conftest import ACCELERATOR  # noqa: E402
 
 
 @triton.jit
-def _classify_kernel(OUT, M, window, CAUSAL: tl.constexpr, DILATED: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """OUT[i, j] = _band_interior of query tile i and key tile j."""
-    i = tl.program_id(0)
-    j = tl.program_id(1)
-    q_first = i * BLOCK_M
-    k_first = j * BLOCK_N
-    inside = _band_interior(q_first, q_first + BLOCK_M - 1, k_first, k_first + BLOCK_N - 1, M,
-                            window, CAUSAL, DILATED)
-    tl.store(OUT + i * tl.num_programs(1) + j, inside.to(tl.int32))
+def _ranges_kernel(OUT, M, T, window, CAUSAL: tl.constexpr, FIND_KEYS: tl.constexpr,
+                   OWN: tl.constexpr, WALK: tl.constexpr):
+    """OUT[i] = (lo, hi, ilo, ihi) of own block i (OWN indices) walking tiles of WALK."""
+    first = tl.program_id(0) * OWN
+    last = first + OWN - 1
+    lo, hi = _band_range(first, tl.minimum(first + OWN, T) - 1, M, window, CAUSAL, FIND_KEYS, WALK)
+    # the kernels pass "every row LOCAL"; rows past the t-space are PAD, never LOCAL
+    ilo, ihi = _interior_range(first, last, lo, hi, M, window, last < T, CAUSAL, FIND_KEYS, WALK)
+    base = OUT + tl.program_id(0) * 4
+    tl.store(base, lo)
+    tl.store(base + 1, hi)
+    tl.store(base + 2, ilo)
+    tl.store(base + 3, ihi)
 
 
-def _brute_force(t_len, m, window, causal, block_m, block_n):
-    """Every pair of the tiles in the band: -w <= t_q - t_k <= w (causal 0 <= ...), one residue
-    (t // M equal)."""
-    t = torch.arange(t_len)
-    diff = t[:, None] - t[None, :]
-    ok = (diff <= window) & (diff >= (0 if causal else -window)) & (t[:, None] // m == t[None, :] // m)
-    rows, cols = -(-t_len // block_m), -(-t_len // block_n)
-    # indices past the t-space are never LOCAL, so a tile reaching them is no interior tile
-    # for the kernels; here they count as outside the band
-    padded = torch.zeros(rows * block_m, cols * block_n, dtype=torch.bool)
-    padded[:t_len, :t_len] = ok
-    return padded.view(rows, block_m, cols, block_n).all(dim=3).all(dim=1)
+def _in_band(own, walked, m, window, causal, find_keys):
+    """(len(own), len(walked)) bool: the pair is in the band (one residue, within the window;
+    causal: key not after query) with own indices as queries when find_keys, else as keys."""
+    q, k = (own[:, None], walked[None, :]) if find_keys else (walked[None, :], own[:, None])
+    diff = q - k
+    return (diff <= window) & (diff >= (0 if causal else -window)) & (q // m == k // m)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["two_sided", "causal"])
+@pytest.mark.parametrize("find_keys", [True, False], ids=["query_blocks", "key_blocks"])
 @pytest.mark.parametrize("dilation", [1, 3])
 @pytest.mark.parametrize("blocks", [(16, 16), (16, 8), (8, 16)], ids=lambda b: f"{b[0]}x{b[1]}")
 # windows at and beside the distances between tile ends (15 + 16 k, 7 + 8 k): off-by-ones show
 @pytest.mark.parametrize("window", [22, 30, 31, 38, 39])
-def test_band_interior_is_exactly_every_pair_in_the_band(causal, dilation, blocks, window):
-    block_m, block_n = blocks
+def test_interior_range_is_exactly_the_tiles_inside_the_band(causal, find_keys, dilation, blocks, window):
+    own_block, walk_block = blocks
     length = 150
     m = -(-length // dilation)
     t_len = m * dilation
-    rows, cols = -(-t_len // block_m), -(-t_len // block_n)
-    out = torch.full((rows, cols), -1, dtype=torch.int32, device=ACCELERATOR.device)
-    _classify_kernel[(rows, cols)](out, m, window, CAUSAL=causal, DILATED=dilation > 1,
-                                   BLOCK_M=block_m, BLOCK_N=block_n)
-    expected = _brute_force(t_len, m, window, causal, block_m, block_n)
-    # the kernel does not look at the t-space's end (kinds do); compare tiles inside it
-    inside = torch.zeros_like(expected)
-    inside[:t_len // block_m, :t_len // block_n] = True
-    got = out.cpu().bool()
-    assert torch.equal(got & inside, expected & inside)
-    assert (~expected & inside).any()
+    blocks_count = -(-t_len // own_block)
+    out = torch.full((blocks_count, 4), -1, dtype=torch.int32, device=ACCELERATOR.device)
+    _ranges_kernel[(blocks_count,)](out, m, t_len, window, CAUSAL=causal, FIND_KEYS=find_keys,
+                                    OWN=own_block, WALK=walk_block)
+    found_interior = 0
+    for i, (lo, hi, ilo, ihi) in enumerate(out.cpu().tolist()):
+        assert lo % walk_block == 0 and lo <= ilo <= ihi <= max(hi, lo), (i, lo, hi, ilo, ihi)
+        assert (ilo - lo) % walk_block == 0 and (ihi - lo) % walk_block == 0
+        own = torch.arange(i * own_block, (i + 1) * own_block)
+        expected = []
+        for start in range(lo, hi, walk_block):
+            walked = torch.arange(start, start + walk_block)
+            inside = (own < t_len).all() and (walked < t_len).all() and bool(
+                _in_band(own, walked, m, window, causal, find_keys).all())
+            if inside:
+                expected.append(start)
+        assert list(range(ilo, ihi, walk_block)) == expected, (i, lo, hi, ilo, ihi, expected)
+        found_interior += len(expected)
     if window >= 2 * max(blocks) - 1:  # wide enough for interior tiles: some must be found
-        assert (expected & inside).any(), "no interior tile: the case tests nothing"
+        assert found_interior, "no interior tile: the case tests nothing"
