@@ -4,7 +4,8 @@
     dropout.py          the attention-dropout keep mask, a pure function of (seed, b, h, i, j)
     reference.py        the slow exact oracle (float64, dense)
     sliding_chunks.py   the vectorized PyTorch path (CPU and GPU, memory linear in N)
-    triton_attention.py the Triton host side: tiles, launch configurations, launchers, autograd,
+    triton_tiles.py     the Triton kernels' tiles and the list of every launch configuration
+    triton_attention.py the Triton host side: layout, launchers, autograd,
                         ``triton_longformer_attention`` (imported on first use)
     triton_device.py    the Triton kernels, forward and backward (@triton.jit device code)
     api.py              one entry point, ``longformer_attention(..., impl=...)``
@@ -33,8 +34,12 @@ __all__ = [
 
 def __getattr__(name):
     # Triton is heavy to import and absent on some machines: load the kernels when first asked.
-    if name in ("triton_longformer_attention", "block_config"):  # block_config: the tiles a kernel gets
+    if name == "triton_longformer_attention":
         from . import triton_attention
 
-        return getattr(triton_attention, name)
+        return triton_attention.triton_longformer_attention
+    if name == "block_config":  # the tiles a kernel gets
+        from . import triton_tiles
+
+        return triton_tiles.block_config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

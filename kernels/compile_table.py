@@ -3,7 +3,7 @@
 Triton compiles ahead of time without a GPU: ``triton.compile(ASTSource(...), target=GPUTarget(
 "cuda", cap, 32))`` runs the whole pipeline down to PTX and a cubin (ptxas ships with Triton).
 This script does that for every configuration the launchers can choose
-(``triton_attention.launch_configurations()``: kernel x dtype x BLOCK_D x tl.constexpr flags,
+(``triton_tiles.launch_configurations()``: kernel x dtype x BLOCK_D x tl.constexpr flags,
 with the tiles ``block_config`` picks for a GPU) and every target capability, and records each
 kernel's shared memory (``metadata.shared``, against the target's per-block limit), registers
 and spilled bytes (from ptxas -v). ``tests/kernels/test_triton_compile.py`` runs it and fails
@@ -19,7 +19,7 @@ device module (``triton_device.py``) and its tl.constexpr globals (``_source_has
 configuration and the target: in ``--cache`` (default ~/.cache/longformer_kernels/
 triton_compile.json) and, for the sources as committed, in
 tests/kernels/triton_compile_results.json (``--write-seed``). A change to device code compiles
-everything again (tens of minutes on 2 cores); a change to host code (``triton_attention.py``),
+everything again (tens of minutes on 2 cores); a change to the tiles (``triton_tiles.py``),
 only the configurations it changes. The kernel modules must be imported without
 TRITON_INTERPRET (the interpreter replaces the jit functions), so this always runs as its own
 process.

@@ -7,7 +7,7 @@ for each kernel at a production shape.
 For each candidate tile set (``CANDIDATES``; every kernel launched with it) one call's forward and
 backward runs under torch.profiler, and each kernel's device time (median over the repeats) is
 read from the profile; the forward and backward wall times come from CUDA events. The best
-candidate per kernel is what ``triton_attention.block_config`` should give (the launchers take
+candidate per kernel is what ``triton_tiles.block_config`` should give (the launchers take
 one tile set per kernel). Writes OUTDIR/gpu_tune.json and prints a table. Needs CUDA.
 """
 import argparse
@@ -19,7 +19,7 @@ from typing import Dict, List
 
 import torch
 
-from . import triton_attention
+from . import triton_attention, triton_tiles
 from .dropout import AttentionDropout
 from .gpu_bench import time_ms
 from .pattern import AttentionMasks, AttentionPattern
@@ -33,16 +33,16 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 def use_tiles(tiles) -> None:
     """Make every launcher pick ``tiles``, as LONGFORMER_TRITON_TILES=BMxBNxWARPSxSTAGES would
     (the launch list is rebuilt, so the launchers accept it)."""
-    triton_attention._TILE_OVERRIDES = {"*": tuple(tiles)}
-    triton_attention.launch_configurations.cache_clear()
-    triton_attention._known_configs.cache_clear()
+    triton_tiles._TILE_OVERRIDES = {"*": tuple(tiles)}
+    triton_tiles.launch_configurations.cache_clear()
+    triton_tiles._known_configs.cache_clear()
 
 
 def short_name(kernel: str) -> str:
     """Profiler name of a kernel -> the name LONGFORMER_TRITON_TILES takes (None: not ours)."""
-    for name in triton_attention.KERNEL_FLAGS:
+    for name in triton_tiles.KERNEL_FLAGS:
         if kernel.startswith(name):
-            return triton_attention.short_name(name)
+            return triton_tiles.short_name(name)
     return None
 
 
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     for kernel, (tiles, ms) in sorted(best.items()):
         print(f"best {kernel:40} {tiles:12} {ms:.3f} ms", flush=True)
     chosen = ",".join(f"{short_name(k)}={tiles}" for k, (tiles, _) in sorted(best.items()) if short_name(k))
-    print(f"{triton_attention.TILES_ENV}={chosen}", flush=True)
+    print(f"{triton_tiles.TILES_ENV}={chosen}", flush=True)
     os.makedirs(args.outdir, exist_ok=True)
     with open(os.path.join(args.outdir, "best_tiles.txt"), "w") as f:
         f.write(chosen + "\n")

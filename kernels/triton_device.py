@@ -1,6 +1,7 @@
 """The Triton kernels of the Longformer attention, forward and backward (FlashAttention-2 style):
 device code only, every @triton.jit function and the tl.constexpr globals they read. The host
-side (tiles, launch configurations, layouts, launchers, autograd) is ``triton_attention.py``.
+side is ``triton_tiles.py`` (tiles, launch configurations) and ``triton_attention.py`` (layouts,
+launchers, autograd).
 
 The text of the jit functions is what ``longformer_kernels.compile_table`` hashes (``_source_hash``)
 to key the compile results committed in tests/kernels/triton_compile_results.json: editing any

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import longformer_kernels.triton_attention as kernels  # noqa: E402  (conftest chose the interpreter)
+import longformer_kernels.triton_tiles as tiles  # noqa: E402
 from kernel_helpers import Case, case_masks, device_masks, forward_backward, random_inputs
 from longformer_kernels import gpu_tune
 from longformer_kernels.pattern import AttentionPattern
@@ -37,7 +38,7 @@ def test_swept_tiles_are_launched_and_exact(monkeypatch):
     """gpu_tune.use_tiles (as the variable's "all kernels" form) with unequal 16 x 32 tiles:
     every launch takes them, and output and gradients match the float64 reference."""
     monkeypatch.setenv(kernels.GPU_TILES_ENV, "1")
-    monkeypatch.setattr(kernels, "_TILE_OVERRIDES", {})
+    monkeypatch.setattr(tiles, "_TILE_OVERRIDES", {})
     seen = []
     real_launch = kernels._launch
 
@@ -57,9 +58,9 @@ def test_swept_tiles_are_launched_and_exact(monkeypatch):
         want = forward_backward(lambda *x: reference_attention(*x, pattern, masks),
                                 [t.double() for t in inputs], grad_out.double())
     finally:
-        kernels._TILE_OVERRIDES = {}
-        kernels.launch_configurations.cache_clear()
-        kernels._known_configs.cache_clear()
+        tiles._TILE_OVERRIDES = {}
+        tiles.launch_configurations.cache_clear()
+        tiles._known_configs.cache_clear()
     assert seen and {(c.block_m, c.block_n, c.num_warps, c.num_stages) for c in seen} == {(16, 32, 4, 2)}
     for result, ref in zip(got, want):
         if ref is not None:
