@@ -34,7 +34,7 @@ Semantics (the reference implementation is the executable form of this text):
       softmax (the normaliser counts every allowed key), in every implementation alike.
 """
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Dict, Hashable, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -98,6 +98,8 @@ class AttentionMasks:
     global_positions: Optional[Tensor] = field(default=None, init=False, repr=False)
     max_global: int = field(default=0, init=False)
     shape: Optional[Tuple[int, ...]] = field(default=None, init=False, repr=False)  # of the raw masks
+    # what implementations derive from the masks once per forward for every layer (``derived``)
+    _derived: Dict[Hashable, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         padding, is_global = self.padding, self.is_global
@@ -129,6 +131,18 @@ class AttentionMasks:
                     object.__setattr__(self, name, value)
         object.__setattr__(self, "padding", padding)
         object.__setattr__(self, "is_global", is_global)
+
+    def derived(self, key: Hashable, build: Callable[[], object]) -> object:
+        """``build()``, made once per ``key`` for these masks: the layers of one forward share
+        one AttentionMasks, so what an implementation derives from it (the Triton launchers'
+        per-position kinds on a device, say) is made by the first layer and reused by the rest.
+        The key must name everything the result depends on besides the masks (shape, device).
+        At most 8 results are kept (the shared default ``AttentionMasks()`` sees every shape)."""
+        if key not in self._derived:
+            if len(self._derived) >= 8:
+                self._derived.pop(next(iter(self._derived)))
+            self._derived[key] = build()
+        return self._derived[key]
 
     def validate(self, batch: int, length: int) -> None:
         if self.shape is not None and self.shape != (batch, length):

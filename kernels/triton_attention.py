@@ -99,6 +99,22 @@ def _dilation_tensor(dilations: Tuple[int, ...], device: torch.device) -> Tensor
     return torch.tensor(dilations, dtype=torch.int32, device=device)
 
 
+def _position_tensors(masks: AttentionMasks, batch: int, length: int,
+                      device: torch.device) -> Tuple[Tensor, Tensor, Tensor]:
+    """What the kernels read of the masks: kind (B, N) int8 (LOCAL, GLOBAL or PAD), the global
+    positions gidx (B, max(G, 1)) long and their counts gcount (B,) long, on ``device``. Made
+    once per forward (``AttentionMasks.derived``): on a GPU host each small tensor costs tens of
+    microseconds a layer, as much as a kernel launch."""
+    kind = torch.full((batch, length), LOCAL.value, dtype=torch.int8, device=device)
+    if masks.padding is not None:
+        kind.masked_fill_(masks.padding.to(device), PAD.value)
+    if masks.is_global is not None:  # AttentionMasks excludes padding from it
+        kind.masked_fill_(masks.is_global.to(device), GLOBAL.value)
+        return kind, masks.global_index.to(device), masks.global_count.to(device)
+    return (kind, torch.zeros(batch, 1, dtype=torch.long, device=device),
+            torch.zeros(batch, dtype=torch.long, device=device))
+
+
 def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks, scale: float,
                   dropout: Optional[AttentionDropout]) -> _Layout:
     batch, heads, length, head_dim = q.shape
@@ -106,16 +122,8 @@ def _build_layout(q: Tensor, pattern: AttentionPattern, masks: AttentionMasks, s
     interpret = _interpreting() and not _gpu_tiles_forced()
     configs = _layout_configs(block_config, head_dim, q.element_size(), interpret,
                               tuple(sorted(triton_tiles._TILE_OVERRIDES.items())))
-    kind = torch.full((batch, length), LOCAL.value, dtype=torch.int8, device=device)
-    if masks.padding is not None:
-        kind.masked_fill_(masks.padding.to(device), PAD.value)
-    if masks.is_global is not None:  # AttentionMasks excludes padding from it
-        kind.masked_fill_(masks.is_global.to(device), GLOBAL.value)
-        gidx = masks.global_index.to(device)
-        gcount = masks.global_count.to(device)
-    else:
-        gidx = torch.zeros(batch, 1, dtype=torch.long, device=device)
-        gcount = torch.zeros(batch, dtype=torch.long, device=device)
+    kind, gidx, gcount = masks.derived(("triton_positions", batch, length, device),
+                                       lambda: _position_tensors(masks, batch, length, device))
     dilations = tuple(min(d, max(length, 1)) for d in pattern.dilation_per_head(heads))
     return _Layout(
         kind=kind, gidx=gidx, gcount=gcount, dil=_dilation_tensor(dilations, device),

@@ -436,6 +436,24 @@ def test_launcher_refuses_unlisted_configuration(monkeypatch, accelerator):
         triton_longformer_attention(q, q, q, None, None, None, AttentionPattern(2))
 
 
+def test_position_tensors_are_made_once_per_masks(accelerator):
+    """The layers of a forward share one AttentionMasks: the kinds and global index lists the
+    kernels read are made by the first call and reused (the same tensors), per shape and
+    device; at most 8 shapes are kept (the shared default masks see every shape)."""
+    masks = AttentionMasks(padding=torch.tensor([[False] * 20 + [True] * 4]),
+                           is_global=torch.tensor([[True] + [False] * 23]))
+    q = torch.randn(1, 2, 24, HEAD_DIM, device=accelerator.device)
+    first = kernels._build_layout(q, AttentionPattern(3), masks, 1.0, None)
+    again = kernels._build_layout(q, AttentionPattern(5, (1, 2)), masks, 0.5, None)
+    assert again.kind is first.kind and again.gidx is first.gidx and again.gcount is first.gcount
+    assert first.kind.tolist() == [[int(kernels.GLOBAL.value)] + [int(kernels.LOCAL.value)] * 19
+                                   + [int(kernels.PAD.value)] * 4]
+    shared = AttentionMasks()
+    layouts = [kernels._build_layout(torch.randn(1, 1, n, HEAD_DIM, device=accelerator.device), AttentionPattern(2),
+                                     shared, 1.0, None) for n in range(1, 11)]
+    assert len(shared._derived) == 8 and all(lay.kind.shape == (1, n) for n, lay in enumerate(layouts, 1))
+
+
 def test_fp16_scores_beyond_fp16_range_stay_finite():
     """|q.k| ~ 1e5 > 65504: the dot must accumulate and be scaled in fp32."""
     case = Case("overflow", 1, 2, 40, window=3, global_positions=[[0, 17]])
