@@ -16,7 +16,7 @@ from typing import Dict, List
 
 CHECK_LINE = re.compile(r"^(\S+)\s+(fp32|fp16|bf16)\s+(\d\.\d)\s+(oracle_vs_reference|torch|triton)"
                         r"\s+(\S+)\s+(ok|FAIL.*)$")
-LABELS = {"triton": "ours, Triton", "torch": "ours, PyTorch path", "flex": "FlexAttention (same pattern)",
+LABELS = {"triton": "ours, Triton", "torch": "ours, PyTorch path", "flex": "FlexAttention (global mask read from a tensor)",
           "sdpa_flash": "dense SDPA (flash, full N x N)"}
 # the first lease's "n1" is the second's "n1_one_token": renamed when its zero gradients got an
 # absolute measure (rounding noise over a zero norm); the later lines replace the earlier ones
