@@ -33,13 +33,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,te
 # float64 dense reference runs on the host CPU, and one process ran out of 170 s where six took
 # 94-114 s (H200 host, 16 cores). Their logs follow in order; their JSONs merge into checks.json.
 # Without CUDA, gpu_check runs its CPU smoke (its own two tiny cases) once instead.
+"$PYTHON" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" && HAS_CUDA=1 || HAS_CUDA=0
 parallel_checks() {  # parallel_checks NAME LIMIT CASES...: one process per (cases, dtype)
   local name=$1 limit=$2 pids="" part dtype pid rc=0
   shift 2
   echo "=== $name (limit ${limit} s, at $((SECONDS - start)) s)"
-  if ! "$PYTHON" -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
-    set -- "cpu-smoke"
-  fi
+  [[ $HAS_CUDA == 1 ]] || set -- "cpu-smoke"
   for part in "$@"; do
     for dtype in fp32 fp16 bf16; do
       local args=(--skip-bench --dtypes "$dtype" --cases "$part")
