@@ -2,8 +2,11 @@
 
     pattern.py          the semantics: AttentionPattern (static), AttentionMasks (per batch)
     dropout.py          the attention-dropout keep mask, a pure function of (seed, b, h, i, j)
+    buffer_pool.py      large CPU buffers kept from one call for the next (no refaulting)
     reference.py        the slow exact oracle (float64, dense)
     sliding_chunks.py   the vectorized PyTorch path (CPU and GPU, memory linear in N)
+    band_layout.py      where that path puts query chunks, key windows and dropout masks
+    dilation_residues.py  dilated heads as undilated residue subsequences
     triton_tiles.py     the Triton kernels' tiles and the list of every launch configuration
     triton_attention.py the Triton host side: layout, launchers, autograd,
                         ``triton_longformer_attention`` (imported on first use)

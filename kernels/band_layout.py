@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .buffer_pool import POOL
 from .dropout import (KEYS_PER_WORD, AttentionDropout, consecutive_words_, first_mix_step, keep_from_rows,
                       keep_from_words_, row_hash)
 
@@ -172,6 +173,7 @@ class BandDropout:
     a quarter of the memory of the (S * nb, c, L) fp32 score blocks that storing the mask as
     multipliers would, and a sixth of what Hugging Face's Longformer keeps per layer (its fp32
     band probabilities and their dropout mask). The dilated (per-entry) path recomputes its mask.
+    The words and the per-pass buffers come from, and go back to, ``buffer_pool.POOL``.
     """
 
     def __init__(self, dropout: AttentionDropout, layout: "BandLayout", heads: Tensor, dilation: int,
@@ -212,8 +214,8 @@ class BandDropout:
             count = end - start
             if self.words is None:
                 lay = self.layout
-                self.words = torch.empty(lay.windows, lay.chunk, lay.width // KEYS_PER_WORD, dtype=torch.int32,
-                                         device=self.rows.device)
+                self.words = POOL.take((lay.windows, lay.chunk, lay.width // KEYS_PER_WORD), torch.int32,
+                                       self.rows.device)
             words = self.words[start:end]
             if not self.drawn:
                 consecutive_words_(self.row_steps[start:end], self.group_steps[start:end], words, scratch[:count])
@@ -226,20 +228,34 @@ class BandDropout:
         return keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout).to(dtype)
 
     def _group_buffers(self, dtype) -> Tuple[Tensor, Tensor]:
-        """The hash's int32 scratch (group, c, L / 4) and the (group, c, L) mask: made once per
+        """The hash's int32 scratch (group, c, L / 4) and the (group, c, L) mask: taken once per
         pass, not per group of windows (a fresh large tensor costs page faults on CPU)."""
         lay = self.layout
         if self._buffers is None or self._buffers[1].dtype != dtype:
-            scratch = torch.empty(lay.group, lay.chunk, lay.width // KEYS_PER_WORD, dtype=torch.int32,
-                                  device=self.rows.device)
-            self._buffers = (scratch, torch.empty(lay.group, lay.chunk, lay.width, dtype=dtype, device=scratch.device))
+            self._give_buffers()
+            device = self.rows.device
+            self._buffers = (POOL.take((lay.group, lay.chunk, lay.width // KEYS_PER_WORD), torch.int32, device),
+                             POOL.take((lay.group, lay.chunk, lay.width), dtype, device))
         return self._buffers
 
-    def end_pass(self) -> None:
-        """After a pass over every window: free the group buffers (the object lives from forward
-        to backward, they need not); the hash words drawn stay for the backward."""
+    def _give_buffers(self) -> None:
+        for buffer in self._buffers or ():
+            POOL.give(buffer)
         self._buffers = None
+
+    def end_pass(self) -> None:
+        """After a pass over every window: the group buffers go back to the pool (the object
+        lives from forward to backward, they need not); the hash words drawn stay for the
+        backward."""
+        self._give_buffers()
         self.drawn = self.words is not None
+
+    def release(self) -> None:
+        """After the backward: the hash words go back to the pool. A second backward (with
+        retain_graph) draws them again."""
+        if self.words is not None:
+            POOL.give(self.words)
+        self.words, self.drawn = None, False
 
     def global_keys(self, dtype) -> Tensor:
         """(S, M', G) multipliers, 0 or keep_scale, of every query against its slice's global keys."""

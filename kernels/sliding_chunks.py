@@ -225,10 +225,6 @@ class _BandAttention(torch.autograd.Function):
         # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O), O the joint output
         delta = torch.einsum("tcd,tcd->tc", grad_chunks, out).unsqueeze(-1)  # no (T, c, D) temporary
         del out
-        # With dropout, dP and dV see the kept probabilities scaled by 1 / (1 - rate): the scale
-        # rides on one copy of dO, (T, c, D), not on every (T, c, L) block.
-        grad_kept = grad_chunks if drop is None else grad_chunks * drop.dropout.keep_scale
-
         grad_q = torch.empty_like(q_chunks)
         grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
         grad_k_blocks = grad_k.view(-1, layout.chunk, layout.head_dim)
@@ -236,22 +232,27 @@ class _BandAttention(torch.autograd.Function):
         probs = q_chunks.new_empty(layout.group, layout.chunk, layout.width)
         grad_scores = torch.empty_like(probs)
         windows = q_chunks.new_empty(layout.group, layout.width, layout.head_dim)
+        # With dropout, dP and dV see the kept probabilities scaled by 1 / (1 - rate): the scale
+        # rides on a group's dO, (T, c, D), not on its (T, c, L) blocks nor on a whole copy of dO.
+        scaled = None if drop is None else torch.empty_like(grad_chunks[:layout.group])
         for start, end in layout.groups():
             count = end - start
             rows = slice(start, end)
             p, ds, win = probs[:count], grad_scores[:count], windows[:count]
             _scores_into(p, *_biases(band, key_bias, rows), q_chunks[rows], k_windows[rows], scale2)
             p.sub_(lse[rows]).exp2_()  # the joint lse: band probabilities of the joint softmax
-            torch.bmm(grad_kept[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
             if drop is None:
+                torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
                 torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
-            else:  # out used the kept probabilities P * keep / (1 - rate); dP above is theirs
-                keep = drop.band(start, end, p.dtype)
-                ds.mul_(keep)
-                kept = keep.mul_(p)  # the mask is spent: no fresh (T, c, L) temporary
-                torch.bmm(kept.transpose(1, 2), grad_kept[rows], out=win)
+                ds.sub_(delta[rows]).mul_(p)
+            else:  # out used the kept probabilities P * keep / (1 - rate)
+                grad_kept = torch.mul(grad_chunks[rows], drop.dropout.keep_scale, out=scaled[:count])
+                torch.bmm(grad_kept, v_windows[rows].transpose(1, 2), out=ds)  # dP of the kept ones
+                kept = drop.band(start, end, p.dtype).mul_(p)  # P * keep, in the mask's buffer
+                torch.bmm(kept.transpose(1, 2), grad_kept, out=win)
+                # dS = P * (keep * dP - delta) = kept * dP - P * delta: one pass fewer
+                ds.mul_(kept).addcmul_(p, delta[rows], value=-1.0)
             _fold(grad_v_blocks, win, start, layout.blocks)
-            ds.sub_(delta[rows]).mul_(p)
             if grad_bias is not None:
                 layout.unskew(ds, grad_bias[rows])
             torch.bmm(ds, k_windows[rows], out=grad_q[rows])
@@ -259,6 +260,7 @@ class _BandAttention(torch.autograd.Function):
             _fold(grad_k_blocks, win, start, layout.blocks)
         if drop is not None:
             drop.end_pass()
+            drop.release()
         if global_keys is not None:
             glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
             glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)

@@ -1,0 +1,85 @@
+"""The CPU buffer pool that spares the PyTorch path's dropout hash words and mask buffers a
+page fault per 4 KiB on every call: what it hands out, what it keeps, and that a pooled
+buffer's old contents never reach a result."""
+import pytest
+import torch
+
+from longformer_kernels import AttentionDropout, AttentionMasks, AttentionPattern, sliding_chunks_attention
+from longformer_kernels.buffer_pool import POOL, BufferPool
+
+
+def test_take_hands_back_a_returned_buffer_of_the_same_shape_and_dtype():
+    pool = BufferPool(capacity_bytes=1 << 20)
+    first = pool.take((4, 8), torch.int32, torch.device("cpu"))
+    pool.give(first)
+    assert pool.take((4, 8), torch.float32, "cpu").data_ptr() != first.data_ptr()  # other dtype: fresh
+    assert pool.take((8, 4), torch.int32, "cpu").data_ptr() != first.data_ptr()  # other shape: fresh
+    again = pool.take((4, 8), torch.int32, "cpu")
+    assert again.data_ptr() == first.data_ptr()
+    assert pool.held_bytes() == 0  # taken means gone from the pool: never handed out twice
+    assert pool.take((4, 8), torch.int32, "cpu").data_ptr() != again.data_ptr()
+
+
+def test_the_pool_keeps_at_most_its_capacity_newest_first():
+    pool = BufferPool(capacity_bytes=3 * 400)
+    buffers = [torch.empty(100, dtype=torch.int32) for _ in range(4)]  # 400 bytes each
+    for buffer in buffers:
+        pool.give(buffer)
+    assert pool.held_bytes() == 1200
+    kept = {pool.take((100,), torch.int32, "cpu").data_ptr() for _ in range(3)}
+    assert kept == {b.data_ptr() for b in buffers[1:]}  # the oldest was dropped
+    pool.give(torch.empty(1000, dtype=torch.int32))  # larger than the whole pool: not kept
+    assert pool.held_bytes() == 0
+
+
+def test_buffers_off_the_cpu_pass_through():
+    pool = BufferPool()
+    pool.give(torch.empty(16, device="meta"))
+    assert pool.held_bytes() == 0
+    assert pool.take((16,), torch.float32, torch.device("meta")).device.type == "meta"
+
+
+def _dropout_run(seed=3):
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 1025, 8, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(3))
+    grad_out = torch.randn(2, 3, 1025, 8, generator=gen, dtype=torch.float64)
+    masks = AttentionMasks(padding=torch.arange(1025).expand(2, -1) >= torch.tensor([[1025], [1000]]))
+    out = sliding_chunks_attention(q, k, v, None, None, None, AttentionPattern(16), masks,
+                                   dropout=AttentionDropout(0.25, seed))
+    return out, (q, k, v), grad_out
+
+
+def test_pooled_buffers_full_of_garbage_give_the_same_result_as_fresh_ones():
+    POOL.clear()
+    out, leaves, grad_out = _dropout_run()
+    fresh = [out.detach()] + list(torch.autograd.grad(out, leaves, grad_out))
+    held = POOL.held_bytes()
+    assert held > 0  # the hash words and the mask buffers came back after the backward
+    # fill everything the pool holds with garbage, then run again on those buffers
+    taken = []
+    while POOL._free:
+        buffer = POOL._free.pop()
+        buffer.view(torch.uint8).random_(0, 256, generator=torch.Generator().manual_seed(len(taken)))
+        taken.append(buffer)
+    for buffer in taken:
+        POOL.give(buffer)
+    out, leaves, grad_out = _dropout_run()
+    assert POOL.held_bytes() < held  # the forward took the hash words from the pool (the backward returns them)
+    pooled = [out.detach()] + list(torch.autograd.grad(out, leaves, grad_out))
+    for a, b in zip(fresh, pooled):
+        assert torch.equal(a, b)
+    assert POOL.held_bytes() == held
+
+
+@pytest.mark.parametrize("clear_between", [False, True])
+def test_a_second_backward_with_retain_graph_draws_the_same_mask(clear_between):
+    out, leaves, grad_out = _dropout_run()
+    first = torch.autograd.grad(out, leaves, grad_out, retain_graph=True)
+    if clear_between:
+        POOL.clear()
+    else:  # someone else takes the returned words and scribbles on them
+        for buffer in POOL._free:
+            buffer.fill_(-1)
+    second = torch.autograd.grad(out, leaves, grad_out)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
