@@ -71,9 +71,10 @@ that code is compiled.
 Band bias (``pattern.py``, HAS_BIAS=True): a contiguous (B, H, N, W) tensor; the band kernels
 read entry (i, c) of each allowed band pair (c from the t-space distance, ``_bias_ptrs``),
 add it in fp32 to the score (as the accumulator of the q.k dot, ``_scores``) before the softmax
-(forward) or the recomputation of P (backward); global keys and GLOBAL rows never read it. Its gradient is dS, stored by the dq
-kernel, the one kernel in which each (i, j) band pair is visited exactly once and by the
-program owning row i: no atomics. Under HAS_BIAS=False none of that is compiled.
+(forward) or the recomputation of P (backward); global keys and GLOBAL rows never read it. Its
+gradient is dS, stored by the dq kernel, the one kernel in which each (i, j) band pair is
+visited exactly once and by the program owning row i: no atomics. Under HAS_BIAS=False none of
+that is compiled.
 
 Numerics: q.k runs in tl.dot with its fp32 accumulator (fp16 products are exact in fp32, so
 scores beyond fp16's 65504 stay finite) and is scaled in fp32; the softmax runs in fp32 in log2
@@ -93,6 +94,10 @@ PAD = tl.constexpr(2)
 # Running max of a row before it has seen a key: finite, so exp2(m_old - m_new) is 0 or 1 and
 # never exp2(-inf - -inf) = NaN for a row whose keys are all masked so far.
 NEG_BIG = tl.constexpr(-1.0e30)
+# Width of the band kernels' global-key tiles: tasks usually mark a few global tokens (a CLS
+# token, a question), which a BLOCK_N-wide tile (32 or 64 slots) would mostly leave masked. 16 is
+# tl.dot's smallest width.
+GLOBAL_KEY_TILE = tl.constexpr(16)
 # The dropout hash's constants (dropout.py). Both are used as uint32 operands: 0x846CA68B does
 # not fit an int32, and the multiplies must wrap modulo 2^32 (a uint32 multiply does).
 _MUL_1 = tl.constexpr(MIX_MUL_1)
@@ -562,12 +567,13 @@ def _band_fwd_kernel(Q, K, V, O, LSE, KIND, GIDX, GCOUNT, DIL, BIAS,
                                        DROPOUT, HAS_BIAS, DILATED, False, BLOCK_N, PRECISION)
 
     # Global keys (local projections): every LOCAL query attends every global token, unbiased.
+    # Tiles of GLOBAL_KEY_TILE slots, not BLOCK_N: most rows have a few global tokens.
     count = tl.load(GCOUNT + b).to(tl.int32)
-    for start in tl.range(0, count, BLOCK_N):
+    for start in tl.range(0, count, GLOBAL_KEY_TILE):
         k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
-                                            offs_d, D, s_n, BLOCK_N)
+                                            offs_d, D, s_n, GLOBAL_KEY_TILE)
         weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, True, False,
-                               BLOCK_N)
+                               GLOBAL_KEY_TILE)
         m_i, l_i, acc = _fwd_step(q, k, v, allowed, m_i, l_i, acc, qk_scale, weights, bias_rows,
                                   0, 0, 0, 0, DROPOUT, False, CAUSAL, PRECISION)
 
@@ -736,12 +742,12 @@ def _band_bwd_dq_kernel(Q, K, V, DO, DQ, LSE, DELTA, KIND, GIDX, GCOUNT, DIL, BI
                               dbias_rows, pos_q[:, None], offs_m[:, None], offs_n[None, :], bias_w,
                               DROPOUT, HAS_BIAS, CAUSAL, True, PRECISION)
 
-    count = tl.load(GCOUNT + b).to(tl.int32)
-    for start in tl.range(0, count, BLOCK_N):
+    count = tl.load(GCOUNT + b).to(tl.int32)  # global keys: narrow tiles, as in the forward
+    for start in tl.range(0, count, GLOBAL_KEY_TILE):
         k, v, pos_k, allowed = _global_keys(GIDX + b * G, start, count, q_ok, K + mat, V + mat,
-                                            offs_d, D, s_n, BLOCK_N)
+                                            offs_d, D, s_n, GLOBAL_KEY_TILE)
         weights = _key_weights(rows, pos_k, start, threshold, keep_scale, DROPOUT, True, False,
-                               BLOCK_N)
+                               GLOBAL_KEY_TILE)
         dq = _dq_step(q, do, k, v, lse, delta, allowed, dq, qk_scale, weights, bias_rows,
                       dbias_rows, 0, 0, 0, 0, DROPOUT, False, CAUSAL, True, PRECISION)
 

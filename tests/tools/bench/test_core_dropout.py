@@ -9,6 +9,8 @@ def test_core_dropout_prints_times_and_ratio(capsys):
                               "--rounds", "3", "--threads", "1", "--quiet-below", "99"]) == 0
     out = capsys.readouterr().out
     assert "N=96" in out and "3 alternating rounds" in out
+    faults = re.findall(r"ms  \(median\), +([\d,]+) page faults per call", out)
+    assert len(faults) == 2 and all(int(f.replace(",", "")) >= 0 for f in faults)
     low, high = map(float, re.search(r"range ([\d.]+) \.\. ([\d.]+)", out).groups())
     median = float(re.search(r"median ([\d.]+),", out).group(1))
     assert 0 < low <= median <= high
