@@ -74,9 +74,13 @@ setup(
     ],
     extras_require={
         "hf": ["transformers>=4.40", "safetensors"],
+        # the PyTorch path's attention-dropout mask in one native pass on CPU (kernels/fused_keep.py);
+        # without it the same mask runs as eager tensor passes, about 1.2x slower for the attention core
+        "cpu": ["numba>=0.59"],
         "bench": ["matplotlib"],  # longformer-bench's plot (Figure 1)
         "demo": ["rouge-score"],  # recipes/led_demo.sh's ROUGE (Google's rouge_score)
-        "dev": ["pytest>=7", "transformers>=4.40", "safetensors", "matplotlib", "rouge-score"],
+        "dev": ["pytest>=7", "pytest-xdist>=3", "transformers>=4.40", "safetensors", "matplotlib", "rouge-score",
+                "numba>=0.59"],
     },
     entry_points={
         "console_scripts": [

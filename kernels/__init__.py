@@ -2,6 +2,7 @@
 
     pattern.py          the semantics: AttentionPattern (static), AttentionMasks (per batch)
     dropout.py          the attention-dropout keep mask, a pure function of (seed, b, h, i, j)
+    fused_keep.py       that mask applied in one native pass on CPU (numba, optional)
     buffer_pool.py      large CPU buffers kept from one call for the next (no refaulting)
     reference.py        the slow exact oracle (float64, dense)
     sliding_chunks.py   the vectorized PyTorch path (CPU and GPU, memory linear in N)
@@ -24,13 +25,14 @@ CPU interpreter reads it when the kernels are decorated).
 """
 from .api import IMPLEMENTATIONS, longformer_attention, resolve_implementation
 from .dropout import AttentionDropout
+from .fused_keep import fused_dropout_mask
 from .pattern import AttentionMasks, AttentionPattern, band_bias_width, parse_dilation, parse_per_layer
 from .reference import reference_attention
 from .sliding_chunks import sliding_chunks_attention
 
 __all__ = [
     "AttentionDropout", "AttentionMasks", "AttentionPattern", "IMPLEMENTATIONS", "band_bias_width", "block_config",
-    "longformer_attention", "parse_dilation", "parse_per_layer", "reference_attention",
+    "fused_dropout_mask", "longformer_attention", "parse_dilation", "parse_per_layer", "reference_attention",
     "resolve_implementation", "sliding_chunks_attention", "triton_longformer_attention",
 ]
 

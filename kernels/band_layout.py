@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import fused_keep
 from .buffer_pool import POOL
 from .dropout import (KEYS_PER_WORD, AttentionDropout, consecutive_words_, first_mix_step, keep_from_rows,
                       keep_from_words_, row_hash)
@@ -166,14 +167,16 @@ class BandDropout:
     heads: (H_group,) long, the original head of each head of the group; global_positions:
     (B, G) long or None.
 
-    Where the keys of a window are whole groups of 4 consecutive positions (undilated), the
-    forward hashes every window once and keeps the hash words, (S * nb, c, L / 4) int32, one
-    byte per band score, until the backward, which then only compares them: on CPU the hash was
-    a third of what dropout cost a forward and backward (N = 4,096, w = 256), and the words take
-    a quarter of the memory of the (S * nb, c, L) fp32 score blocks that storing the mask as
-    multipliers would, and a sixth of what Hugging Face's Longformer keeps per layer (its fp32
-    band probabilities and their dropout mask). The dilated (per-entry) path recomputes its mask.
-    The words and the per-pass buffers come from, and go back to, ``buffer_pool.POOL``.
+    Where the keys of a window are whole groups of 4 consecutive positions (undilated), one hash
+    word serves 4 keys. With numba on CPU (``fused_keep``) each pass, forward and backward, then
+    hashes, compares and multiplies in one native loop and nothing is kept between them.
+    Otherwise the forward hashes every window once in eager passes and keeps the hash words,
+    (S * nb, c, L / 4) int32, one byte per band score, until the backward, which then only
+    compares them: on CPU the hash was a third of what dropout cost a forward and backward
+    (N = 4,096, w = 256), and the words take a quarter of the memory of the (S * nb, c, L) fp32
+    score blocks that storing the mask as multipliers would. The dilated (per-entry) path
+    recomputes its mask. The words and the per-pass buffers come from, and go back to,
+    ``buffer_pool.POOL``.
     """
 
     def __init__(self, dropout: AttentionDropout, layout: "BandLayout", heads: Tensor, dilation: int,
@@ -195,7 +198,8 @@ class BandDropout:
                             and layout.before % KEYS_PER_WORD == 0 and layout.width % KEYS_PER_WORD == 0
                             and sys.byteorder == "little")
         self.global_positions = global_positions
-        self._buffers = None
+        self._buffers = {}
+        self._fused_operands = None
         self.words = None  # the consecutive path's hash words, drawn by the forward
         self.drawn = False
         if self.consecutive:
@@ -206,11 +210,45 @@ class BandDropout:
             groups = first[:, None] // KEYS_PER_WORD + torch.arange(layout.width // KEYS_PER_WORD, device=device)
             self.group_steps = first_mix_step(groups.int()).unsqueeze(1)
 
+    def keep_times(self, start: int, end: int, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
+        """x (end - start, c, L) times the 0 / 1 keep mask of windows start .. end - 1, into
+        ``out`` (which may be x) or, when None, into a buffer of this object's that the next
+        call overwrites."""
+        if self._fused(x):
+            if out is None:
+                out = self._buffer("keep", x.dtype)[:end - start]
+            rows, groups = self._fused_operands
+            return fused_keep.keep_times(x, rows[start:end], groups[start:end], self.dropout.threshold, out=out)
+        keep = self.band(start, end, x.dtype)
+        return torch.mul(x, keep, out=keep if out is None else out)
+
+    def softmax_grad_(self, start: int, end: int, probs: Tensor, grad: Tensor, delta: Tensor) -> Tensor:
+        """The softmax backward of windows start .. end - 1 under dropout: grad (dP of the kept
+        probabilities, (end - start, c, L)) <- dS = kept * dP - probs * delta, with delta
+        (end - start, c, 1) the rowsum of dO * O. Returns kept = probs * keep (in a buffer of
+        this object's), what dV needs."""
+        if self._fused(probs):
+            rows, groups = self._fused_operands
+            kept = self._buffer("keep", probs.dtype)[:end - start]
+            return fused_keep.softmax_grad_(probs, grad, kept, rows[start:end], groups[start:end],
+                                            self.dropout.threshold, delta)
+        kept = self.keep_times(start, end, probs)
+        grad.mul_(kept).addcmul_(probs, delta, value=-1.0)  # one pass fewer than P * (keep * dP - delta)
+        return kept
+
+    def _fused(self, x: Tensor) -> bool:
+        """Whether this call's mask runs in ``fused_keep``'s loops, for score blocks like x."""
+        if not (self.consecutive and fused_keep.supports(x)):
+            return False
+        if self._fused_operands is None:
+            self._fused_operands = fused_keep.hash_operands(self.row_steps, self.group_steps)
+        return True
+
     def band(self, start: int, end: int, dtype) -> Tensor:
         """(end - start, c, L) 0 / 1 keep mask of windows start .. end - 1, in ``dtype``: a view
         of a buffer of this object's, overwritten by the next call (the caller may write it)."""
         if self.consecutive:  # a window's keys are whole groups of 4 consecutive positions
-            scratch, keep = self._group_buffers(dtype)
+            scratch, keep = self._buffer("scratch", torch.int32), self._buffer("keep", dtype)
             count = end - start
             if self.words is None:
                 lay = self.layout
@@ -227,21 +265,23 @@ class BandDropout:
         positions = index.clamp_(min=0) * self.dilation + self.residue[slices][:, None]
         return keep_from_rows(self.rows[start:end], positions[:, None, :], self.dropout).to(dtype)
 
-    def _group_buffers(self, dtype) -> Tuple[Tensor, Tensor]:
-        """The hash's int32 scratch (group, c, L / 4) and the (group, c, L) mask: taken once per
-        pass, not per group of windows (a fresh large tensor costs page faults on CPU)."""
+    def _buffer(self, role: str, dtype) -> Tensor:
+        """This pass's (group, c, L) keep-mask buffer (role "keep") or the hash's int32 scratch
+        (group, c, L / 4) ("scratch"): taken once per pass, not per group of windows (a fresh
+        large tensor costs page faults on CPU)."""
         lay = self.layout
-        if self._buffers is None or self._buffers[1].dtype != dtype:
-            self._give_buffers()
-            device = self.rows.device
-            self._buffers = (POOL.take((lay.group, lay.chunk, lay.width // KEYS_PER_WORD), torch.int32, device),
-                             POOL.take((lay.group, lay.chunk, lay.width), dtype, device))
-        return self._buffers
+        buffer = self._buffers.get(role)
+        if buffer is None or buffer.dtype != dtype:
+            if buffer is not None:
+                POOL.give(buffer)
+            width = lay.width // KEYS_PER_WORD if role == "scratch" else lay.width
+            buffer = self._buffers[role] = POOL.take((lay.group, lay.chunk, width), dtype, self.rows.device)
+        return buffer
 
     def _give_buffers(self) -> None:
-        for buffer in self._buffers or ():
+        for buffer in self._buffers.values():
             POOL.give(buffer)
-        self._buffers = None
+        self._buffers = {}
 
     def end_pass(self) -> None:
         """After a pass over every window: the group buffers go back to the pool (the object

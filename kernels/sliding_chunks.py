@@ -192,7 +192,7 @@ class _BandAttention(torch.autograd.Function):
                          k_windows[start:end], scale2)
             total = _exp_and_lse(block, lse[start:end])  # the normaliser counts every key
             if drop is not None:  # kept probabilities, times 1 / (1 - rate) through the (T, c, 1) sums
-                block.mul_(drop.band(start, end, block.dtype))
+                drop.keep_times(start, end, block, out=block)
                 total.mul_(1.0 - drop.dropout.rate)
             torch.bmm(block, v_windows[start:end], out=out[start:end]).div_(total)
         if drop is not None:
@@ -248,10 +248,9 @@ class _BandAttention(torch.autograd.Function):
             else:  # out used the kept probabilities P * keep / (1 - rate)
                 grad_kept = torch.mul(grad_chunks[rows], drop.dropout.keep_scale, out=scaled[:count])
                 torch.bmm(grad_kept, v_windows[rows].transpose(1, 2), out=ds)  # dP of the kept ones
-                kept = drop.band(start, end, p.dtype).mul_(p)  # P * keep, in the mask's buffer
+                # dS = P * (keep * dP - delta) = kept * dP - P * delta, kept = P * keep
+                kept = drop.softmax_grad_(start, end, p, ds, delta[rows])
                 torch.bmm(kept.transpose(1, 2), grad_kept, out=win)
-                # dS = P * (keep * dP - delta) = kept * dP - P * delta: one pass fewer
-                ds.mul_(kept).addcmul_(p, delta[rows], value=-1.0)
             _fold(grad_v_blocks, win, start, layout.blocks)
             if grad_bias is not None:
                 layout.unskew(ds, grad_bias[rows])

@@ -5,6 +5,10 @@
 #   bash scripts/test.sh [pytest arguments]
 # The wheel check (a few minutes) runs for the whole suite, i.e. without pytest arguments (CI), or
 # with WHEEL_CHECK=1; WHEEL_CHECK=0 skips it.
+# The whole suite runs in TEST_WORKERS pytest-xdist workers (default 2): the Triton interpreter's
+# tests are single-threaded Python and the training tests wait on subprocesses, so two workers
+# share 2 cores better than one (measured: 23.7 against 30-32 minutes). With pytest arguments
+# it runs in one process unless they say otherwise (-n 2).
 # On a machine without CUDA the Triton kernels run in Triton's CPU interpreter
 # (TRITON_INTERPRET=1, set by the root conftest.py).
 set -euo pipefail
@@ -13,5 +17,8 @@ cd "$REPO"
 bash scripts/install.sh
 if [[ "${WHEEL_CHECK:-$([[ $# -eq 0 ]] && echo 1 || echo 0)}" == 1 ]]; then
   bash scripts/wheel_check.sh
+fi
+if [[ $# -eq 0 ]]; then
+  set -- -n "${TEST_WORKERS:-2}"
 fi
 exec "${VENV:-$REPO/.venv}/bin/python" -m pytest -q "$@"

@@ -1,6 +1,6 @@
 """The attention-dropout keep mask (``dropout.py``): its rate, its quantisation of p, the
 independence of its entries, and the PyTorch path's one-hash-per-four-keys evaluation against
-the per-entry definition.
+the per-entry definition, and the fused (numba) evaluation against the eager one.
 
 Independence is checked with a chi-square test on 2 x 2 tables of keep bits of entry pairs at a
 fixed offset (neighbouring keys in one hash word and across words, neighbouring rows, heads,
@@ -13,8 +13,9 @@ import math
 import pytest
 import torch
 
-from longformer_kernels.dropout import (AttentionDropout, consecutive_multipliers, draws, keep_from_rows,
-                                        keep_matrix, row_hash)
+from longformer_kernels import AttentionMasks, AttentionPattern, fused_keep, sliding_chunks_attention
+from longformer_kernels.dropout import (AttentionDropout, consecutive_multipliers, consecutive_words_, draws,
+                                        first_mix_step, keep_from_rows, keep_from_words_, keep_matrix, row_hash)
 
 CHI2_LIMIT = 25.0  # 1 degree of freedom: P(chi2 > 25) ~ 6e-7 for independent bits
 
@@ -114,3 +115,71 @@ def test_consecutive_multipliers_equal_the_per_entry_mask(first_group, dtype):
     expected = keep_from_rows(rows, keys, dropout).to(dtype) * dropout.keep_scale
     assert got.shape == (1, 40, 32) and got.dtype == dtype
     assert torch.equal(got, expected.to(dtype))
+
+
+def _eager_keep_times(src, row_steps, group_steps, dropout):
+    """src times the keep mask by the eager passes (consecutive_words_, keep_from_words_)."""
+    words = torch.empty(src.shape[:-1] + (src.shape[-1] // 4,), dtype=torch.int32)
+    consecutive_words_(row_steps, group_steps, words, torch.empty_like(words))
+    return src * keep_from_words_(words, torch.empty_like(src), dropout)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_loops_equal_the_eager_passes_bit_for_bit(dtype):
+    """The numba loops (hash, compare and multiply in one pass; and the softmax backward with
+    it) give exactly the eager passes' results, on row and group operands covering the whole
+    int32 range, in place and not; a NaN or infinity in a dropped entry stays what x * 0 makes it."""
+    if not fused_keep.supports(torch.empty(0, dtype=dtype)):
+        pytest.fail("numba is missing: install the 'cpu' extra (pip install -e .[dev] has it)")
+    gen = torch.Generator().manual_seed(5)
+    windows, chunk, width = 7, 12, 40
+    row_steps = first_mix_step(torch.randint(-2 ** 31, 2 ** 31 - 1, (windows, chunk, 1), generator=gen,
+                                             dtype=torch.int32))
+    group_steps = first_mix_step(torch.randint(-2 ** 31, 2 ** 31 - 1, (windows, 1, width // 4), generator=gen,
+                                               dtype=torch.int32))
+    rows, groups = fused_keep.hash_operands(row_steps, group_steps)
+    src = torch.rand(windows, chunk, width, generator=gen, dtype=dtype)
+    src[0, 0, :8] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 1e-45, 3.0, 0.0, -1.0])
+    grad = torch.randn(windows, chunk, width, generator=gen, dtype=dtype)
+    delta = torch.randn(windows, chunk, 1, generator=gen, dtype=dtype)
+
+    def same(a, b):  # equal, NaNs in the same places, and zeros of the same sign
+        return torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)) and torch.equal(a.signbit(), b.signbit())
+
+    for p in (0.1, 0.5, 0.9):
+        dropout = AttentionDropout(p, seed=0)
+        expected = _eager_keep_times(src, row_steps, group_steps, dropout)
+        got = fused_keep.keep_times(src, rows, groups, dropout.threshold)
+        assert same(got, expected) and torch.equal(got.isnan(), expected.isnan())
+        in_place = src.clone()
+        assert fused_keep.keep_times(in_place, rows, groups, dropout.threshold, out=in_place) is in_place
+        assert same(in_place, expected)
+        assert abs((got[1:] == 0).double().mean().item() - dropout.rate) < 0.03
+        # the softmax backward: kept = P * keep, dS = kept * dP - P * delta (finite P here)
+        probs = src[1:]
+        kept, ds = torch.empty_like(probs), grad[1:].clone()
+        fused_keep.softmax_grad_(probs, ds, kept, rows[1:], groups[1:], dropout.threshold, delta[1:])
+        assert torch.equal(kept, expected[1:])
+        assert torch.equal(ds, (grad[1:] * expected[1:]).addcmul_(probs, delta[1:], value=-1.0))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sliding_chunks_with_the_fused_mask_equals_the_eager_mask_exactly(causal, monkeypatch):
+    """The PyTorch path with dropout gives the same output and gradients, bit for bit, with the
+    fused keep mask and with the eager passes (padding, and global tokens where not causal)."""
+    gen = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(2, 3, 300, 8, generator=gen).requires_grad_() for _ in range(6)]  # q, k, v, q_g, k_g, v_g
+    grad_out = torch.randn(2, 3, 300, 8, generator=gen)
+    is_global = None if causal else (torch.arange(300) % 97 == 0).expand(2, -1)  # causal has none
+    masks = AttentionMasks(padding=torch.arange(300).expand(2, -1) >= torch.tensor([[300], [270]]),
+                           is_global=is_global)
+    results = []
+    for fused in (False, True):
+        monkeypatch.setattr(fused_keep, "ENABLED", fused)
+        out = sliding_chunks_attention(*inputs[:3], *(inputs[3:] if is_global is not None else [None] * 3),
+                                       AttentionPattern(20, causal=causal), masks,
+                                       dropout=AttentionDropout(0.2, 11))
+        used = inputs if is_global is not None else inputs[:3]
+        results.append([out.detach()] + list(torch.autograd.grad(out, used, grad_out)))
+    for eager, fused in zip(*results):
+        assert torch.equal(eager, fused)

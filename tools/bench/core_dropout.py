@@ -1,14 +1,16 @@
 """What attention dropout costs the attention core: the PyTorch path's forward+backward with
-dropout 0.1 against without, timed alternately in one process.
+dropout 0.1 (its mask fused in one native pass, and as eager tensor passes) against without,
+timed in turn in one process.
 
     python -m longformer_tools.bench.core_dropout [--length 4096] [--rounds 15] [--threads 2]
 
 ``sliding_chunks_attention`` alone (no projections), fp32, B = 1, H = 12, D = 64, w = 256 by
-default, on the CPU. Each round times one call without dropout and one with (their order
-alternates between rounds, so drift in the machine's speed falls on both), after a warm-up call
-of each; the ratio is taken per round and the median reported with its range, beside the median
-times and page faults per call (minor faults: memory the allocator had given back to the system
-and the call touched again, about a microsecond each on a 2-core VM). The seed changes every
+default, on the CPU. Each round times one call of each contender (each goes first in turn, so
+drift in the machine's speed falls on all), after a warm-up call of each; the fused mask needs
+numba (``fused_dropout_mask``), without it only the eager one runs. Ratios to no dropout are
+taken per round and the median reported with its range, beside the median times and page
+faults per call (minor faults: memory the allocator had given back to the system and the call
+touched again, about a microsecond each on a 2-core VM). The seed changes every
 call, as in training. Waits for a quiet machine first (``--quiet-below`` busy cores).
 """
 import argparse
@@ -20,7 +22,7 @@ from typing import Tuple
 
 import torch
 
-from longformer_kernels import AttentionDropout, AttentionPattern, sliding_chunks_attention
+from longformer_kernels import AttentionDropout, AttentionPattern, fused_dropout_mask, sliding_chunks_attention
 
 from .workers import wait_until_quiet
 
@@ -57,24 +59,38 @@ def main(argv=None) -> int:
     pattern = AttentionPattern(args.window)
     seeds = iter(range(1, 10 ** 6))
 
-    def timed(with_dropout: bool) -> Tuple[float, int]:
-        dropout = AttentionDropout(args.rate, next(seeds)) if with_dropout else None
+    fused = fused_dropout_mask()
+    # the contenders: no dropout; dropout with the mask as eager tensor passes; and, with numba,
+    # dropout with the fused (one native pass) mask, the default
+    contenders = ["no dropout", f"dropout {args.rate}, eager mask"]
+    if fused:
+        contenders.append(f"dropout {args.rate}, fused mask")
+
+    def timed(label: str) -> Tuple[float, int]:
+        fused_dropout_mask(label.endswith("fused mask"))
+        dropout = None if label == "no dropout" else AttentionDropout(args.rate, next(seeds))
         return one_call(q, k, v, pattern, grad_out, dropout)
 
-    timed(False), timed(True)  # warm-up: allocator, thread pool
-    plain, dropped, ratios = [], [], []
+    for label in contenders:  # warm-up: allocator, thread pool, numba's compilation
+        timed(label)
+    runs = {label: [] for label in contenders}
     for round_index in range(args.rounds):
-        order = (False, True) if round_index % 2 == 0 else (True, False)
-        calls = {flag: timed(flag) for flag in order}
-        plain.append(calls[False])
-        dropped.append(calls[True])
-        ratios.append(calls[True][0] / calls[False][0])
+        shift = round_index % len(contenders)  # each contender goes first in turn
+        for label in contenders[shift:] + contenders[:shift]:
+            runs[label].append(timed(label))
+    fused_dropout_mask(fused)
     print(f"attention core, fp32, {args.threads} threads, B=1 H={args.heads} N={args.length} D={args.head_dim} "
-          f"w={args.window}, {args.rounds} alternating rounds (busy cores at start: {busy})")
-    for label, runs in (("no dropout", plain), (f"dropout {args.rate}", dropped)):
-        print(f"  {label:<15} {statistics.median(t for t, _ in runs) * 1e3:8.1f} ms  (median), "
-              f"{statistics.median(f for _, f in runs):8,.0f} page faults per call")
-    print(f"  ratio per round: median {statistics.median(ratios):.3f}, range {min(ratios):.3f} .. {max(ratios):.3f}")
+          f"w={args.window}, {args.rounds} rounds of the contenders in turn (busy cores at start: {busy})")
+    if not fused:
+        print("  (numba is not installed: no fused mask; pip install fairseq-longformer[cpu])")
+    for label in contenders:
+        line = (f"  {label:<29} {statistics.median(t for t, _ in runs[label]) * 1e3:8.1f} ms  (median), "
+                f"{statistics.median(f for _, f in runs[label]):8,.0f} page faults per call")
+        if label != "no dropout":
+            ratios = [t / base for (t, _), (base, _) in zip(runs[label], runs["no dropout"])]
+            line += (f"; ratio to no dropout per round: median {statistics.median(ratios):.3f}, "
+                     f"range {min(ratios):.3f} .. {max(ratios):.3f}")
+        print(line)
     return 0
 
 

@@ -1,6 +1,7 @@
 """The core dropout A/B runs end to end on a small shape and reports what it timed."""
 import re
 
+from longformer_kernels import fused_dropout_mask
 from longformer_tools.bench import core_dropout
 
 
@@ -8,12 +9,15 @@ def test_core_dropout_prints_times_and_ratio(capsys):
     assert core_dropout.main(["--length", "96", "--window", "4", "--heads", "2", "--head-dim", "16",
                               "--rounds", "3", "--threads", "1", "--quiet-below", "99"]) == 0
     out = capsys.readouterr().out
-    assert "N=96" in out and "3 alternating rounds" in out
+    assert "N=96" in out and "3 rounds of the contenders" in out
+    assert "eager mask" in out and "fused mask" in out  # numba is in the test environment
     faults = re.findall(r"ms  \(median\), +([\d,]+) page faults per call", out)
-    assert len(faults) == 2 and all(int(f.replace(",", "")) >= 0 for f in faults)
-    low, high = map(float, re.search(r"range ([\d.]+) \.\. ([\d.]+)", out).groups())
-    median = float(re.search(r"median ([\d.]+),", out).group(1))
-    assert 0 < low <= median <= high
+    assert len(faults) == 3 and all(int(f.replace(",", "")) >= 0 for f in faults)
+    ratios = re.findall(r"median ([\d.]+), range ([\d.]+) \.\. ([\d.]+)", out)
+    assert len(ratios) == 2
+    for median, low, high in ratios:
+        assert 0 < float(low) <= float(median) <= float(high)
+    assert fused_dropout_mask()  # switched back on
 
 
 def test_core_dropout_refuses_a_rate_outside_0_1(capsys):
