@@ -7,6 +7,7 @@
     reference.py        the slow exact oracle (float64, dense)
     sliding_chunks.py   the vectorized PyTorch path (CPU and GPU, memory linear in N)
     band_layout.py      where that path puts query chunks, key windows and dropout masks
+    global_keys.py      that path's global keys, merged with the band by log-sum-exp
     dilation_residues.py  dilated heads as undilated residue subsequences
     triton_tiles.py     the Triton kernels' tiles and the list of every launch configuration
     triton_attention.py the Triton host side: layout, launchers, autograd,

@@ -1,5 +1,7 @@
 """Where the vectorized PyTorch path (``sliding_chunks.py``) puts things: the chunked query and
-strided key-window layout of the band, and the attention-dropout keep masks in that layout.
+strided key-window layout of the band, the attention-dropout keep masks in that layout, and how
+its masked scores are written (-inf) and exponentiated (``exp_and_lse``, which guards rows with
+no allowed key).
 
 Shapes: S = B * H slices of M positions; c positions per query chunk, nb chunks per slice,
 L = R * c keys per window (see ``BandLayout``).
@@ -19,7 +21,7 @@ from .dropout import (KEYS_PER_WORD, AttentionDropout, consecutive_words_, first
 # In the small global-query scores, masked scores get the finite MASKED_SCORE (pattern.py).
 # In the band, masked scores are -inf instead: exp(-1e30 - m) goes through the CPU's slow
 # denormal path (about 2x slower per element than exp(-inf), measured), and the band is where
-# nearly all elements are. Rows with no allowed key are guarded explicitly (_exp_and_lse).
+# nearly all elements are. Rows with no allowed key are guarded explicitly (exp_and_lse).
 BAND_MASKED = float("-inf")
 # Score elements per group of windows: 2 MiB of fp32, so that a group's scores, probabilities
 # and their gradients stay in cache between the steps that use them. Measured on CPU (N = 4096,
@@ -36,6 +38,22 @@ def _chunk_size(window: int, length: int) -> int:
     # the batched matmuls stay large enough to be efficient (on CPU at w = 256, D = 64, c = 64
     # beat 128 and 256 in every matmul of forward and backward).
     return max(1, min(length, max(window // 4, 32)))
+
+
+def exp_and_lse(scores: Tensor, lse: Tensor) -> Tensor:
+    """In place: base-2 scores (T, c, L) -> exp2(scores - rowmax), the unnormalised softmax;
+    lse (T, c, 1) <- each row's base-2 log-sum-exp. Returns the row sums (T, c, 1), by which
+    the caller divides the (T, c, D) output rather than the (T, c, L) probabilities.
+
+    A row whose keys are all masked has max -inf: the max is clamped to the lowest float so the
+    row becomes exp(-inf) = 0 instead of NaN, and its sum is clamped away from 0, which leaves
+    an output of 0 and an lse near -3.4e38 (finite, so recomputation in backward and the merge
+    with global keys are NaN-free too).
+    """
+    top = scores.amax(dim=-1, keepdim=True).clamp_(min=torch.finfo(scores.dtype).min)
+    total = scores.sub_(top).exp2_().sum(dim=-1, keepdim=True).clamp_(min=torch.finfo(scores.dtype).tiny)
+    torch.add(top, torch.log2(total), out=lse)
+    return total
 
 
 class BandLayout:

@@ -11,8 +11,8 @@ How it works:
   * Global keys. Every query also attends to the G global keys (local projections), under the
     same softmax. They are kept out of the band (each is counted once) and handled apart, for
     all queries at once ((S, M, G) scores): the band's output and log-sum-exp are merged with
-    theirs by log-sum-exp, and backward adds their share from the joint log-sum-exp. The window
-    loop is the same with or without global tokens.
+    theirs by log-sum-exp, and backward adds their share from the joint log-sum-exp
+    (``global_keys.py``). The window loop is the same with or without global tokens.
   * Memory. ``_BandAttention`` is an autograd.Function that keeps only q, k, v, the output and
     each row's log-sum-exp, and recomputes scores and probabilities in backward (as
     FlashAttention does): autograd holds O(N * D), not O(N * L).
@@ -40,78 +40,16 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .band_layout import BAND_MASKED, BandDropout, BandLayout
+from .band_layout import BandDropout, BandLayout, exp_and_lse
 from .dilation_residues import from_residues, residue_global_keys, to_residues
 from .dropout import AttentionDropout, global_rows_keep
+from .global_keys import GlobalKeys
 from .pattern import (MASKED_SCORE, AttentionMasks, AttentionPattern, check_band_bias, check_inputs,
                       default_scale)
 
 # Scores are kept in base 2 (scaled by log2(e) inside the matmul): exp2 is about 1.5x faster
 # than exp on CPU (measured), and exp2(s * log2(e)) = exp(s), so the softmax is unchanged.
 _LOG2_E = 1.4426950408889634
-class _GlobalKeys:
-    """The G global keys of every slice as extra softmax columns of every query, handled for all
-    queries at once (a few batched matmuls over (S, M', G) with M' = nb * c), never inside the
-    window loop, where they would add small matmuls to every group.
-
-    rows: (S, G) rows of the flat key buffer; valid: (B, H or 1, G) bool.
-    """
-
-    def __init__(self, layout: BandLayout, rows: Tensor, valid: Tensor, k_flat: Tensor, v_flat: Tensor):
-        self.layout, self.rows = layout, rows
-        self.k, self.v = k_flat[rows], v_flat[rows]  # (S, G, D)
-        valid = valid.expand(layout.batch, layout.heads, -1).reshape(layout.slices, 1, -1)
-        self.bias = torch.zeros(valid.shape, dtype=k_flat.dtype, device=k_flat.device)
-        self.bias.masked_fill_(~valid, BAND_MASKED)
-
-    def per_slice(self, x: Tensor) -> Tensor:
-        """(S * nb, c, X) chunks -> (S, nb * c, X) view."""
-        return x.view(self.layout.slices, -1, x.shape[-1])
-
-    def scores(self, q_chunks: Tensor, scale2: float) -> Tensor:
-        """(S, M', G) base-2 scores of every query against the slice's global keys."""
-        return torch.baddbmm(self.bias, self.per_slice(q_chunks), self.k.transpose(1, 2), alpha=scale2)
-
-    def merge_into(self, out: Tensor, lse: Tensor, q_chunks: Tensor, scale2: float,
-                   drop: Optional[BandDropout]) -> None:
-        """In place: out (S * nb, c, D) and lse (S * nb, c, 1), the band's normalised output and
-        base-2 log-sum-exp, become those of one softmax over band and global keys together:
-        lse = log2(2^lse_band + 2^lse_global), out = 2^(lse_band - lse) out_band
-        + 2^(lse_global - lse) out_global. Rows without any allowed key stay 0 (both parts are 0
-        and their lse finite, see _exp_and_lse)."""
-        scores = self.scores(q_chunks, scale2)  # (S, M', G)
-        lse_global = scores.new_empty(scores.shape[:2] + (1,))
-        _exp_and_lse(scores.clone(), lse_global)
-        out_s, lse_s = self.per_slice(out), self.per_slice(lse)
-        merged = torch.logaddexp2(lse_s, lse_global)
-        out_s.mul_(lse_s.sub_(merged).exp2_())  # lse_s is reused as the band's weight
-        probs = scores.sub_(merged).exp2_()  # the global keys' joint probabilities
-        if drop is not None:
-            probs.mul_(drop.global_keys(probs.dtype))
-        out_s.baddbmm_(probs, self.v)
-        lse_s.copy_(merged)
-
-    def backward(self, q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v,
-                 drop: Optional[BandDropout]) -> None:
-        """Add the global columns' share of the gradients: grad_q (S * nb, c, D) in place, and
-        the global keys' and values' gradients into the flat grad_k, grad_v buffers (rows, D).
-        delta: (S * nb, c, 1) = rowsum(dO * O); lse: the joint base-2 log-sum-exp."""
-        q, grad_o = self.per_slice(q_chunks), self.per_slice(grad_chunks)
-        probs = self.scores(q_chunks, scale2).sub_(self.per_slice(lse)).exp2_()  # (S, M', G)
-        factor = None if drop is None else drop.global_keys(probs.dtype)
-        kept = probs if factor is None else probs * factor
-        grad_v_glob = torch.bmm(kept.transpose(1, 2), grad_o)  # (S, G, D)
-        grad_scores = torch.bmm(grad_o, self.v.transpose(1, 2))  # dP of the kept probabilities
-        if factor is not None:
-            grad_scores.mul_(factor)  # dP of the probabilities before dropout
-        grad_scores.sub_(self.per_slice(delta)).mul_(probs)  # dS = P * (dP - delta)
-        self.per_slice(grad_q).baddbmm_(grad_scores, self.k)
-        grad_k_glob = torch.bmm(grad_scores.transpose(1, 2), q)
-        rows = self.rows.flatten()
-        grad_k.index_add_(0, rows, grad_k_glob.view(-1, grad_k.shape[1]))
-        grad_v.index_add_(0, rows, grad_v_glob.view(-1, grad_v.shape[1]))
-
-
 def _scores_into(buffer: Tensor, band: Tensor, key_bias: Optional[Tensor], q_chunks: Tensor,
                  k_windows: Tensor, scale: float) -> Tensor:
     """buffer (T, c, L) <- band + key_bias + scale * q k^T for T windows (key_bias None: the
@@ -129,22 +67,6 @@ def _biases(band: Tensor, key_bias: Optional[Tensor], rows: slice):
     if key_bias is None:
         return band[rows], None
     return band, key_bias[rows]
-
-
-def _exp_and_lse(scores: Tensor, lse: Tensor) -> Tensor:
-    """In place: base-2 scores (T, c, L) -> exp2(scores - rowmax), the unnormalised softmax;
-    lse (T, c, 1) <- each row's base-2 log-sum-exp. Returns the row sums (T, c, 1), by which
-    the caller divides the (T, c, D) output rather than the (T, c, L) probabilities.
-
-    A row whose keys are all masked has max -inf: the max is clamped to the lowest float so the
-    row becomes exp(-inf) = 0 instead of NaN, and its sum is clamped away from 0, which leaves
-    an output of 0 and an lse near -3.4e38 (finite, so recomputation in backward and the merge
-    with global keys are NaN-free too).
-    """
-    top = scores.amax(dim=-1, keepdim=True).clamp_(min=torch.finfo(scores.dtype).min)
-    total = scores.sub_(top).exp2_().sum(dim=-1, keepdim=True).clamp_(min=torch.finfo(scores.dtype).tiny)
-    torch.add(top, torch.log2(total), out=lse)
-    return total
 
 
 def _fold(blocks: Tensor, windows: Tensor, start: int, count: int) -> None:
@@ -190,7 +112,7 @@ class _BandAttention(torch.autograd.Function):
             block = scores[:end - start]
             _scores_into(block, *_biases(band, key_bias, slice(start, end)), q_chunks[start:end],
                          k_windows[start:end], scale2)
-            total = _exp_and_lse(block, lse[start:end])  # the normaliser counts every key
+            total = exp_and_lse(block, lse[start:end])  # the normaliser counts every key
             if drop is not None:  # kept probabilities, times 1 / (1 - rate) through the (T, c, 1) sums
                 drop.keep_times(start, end, block, out=block)
                 total.mul_(1.0 - drop.dropout.rate)
@@ -198,7 +120,7 @@ class _BandAttention(torch.autograd.Function):
         if drop is not None:
             drop.end_pass()
         if global_keys is not None:
-            glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
+            glob = GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
             glob.merge_into(out, lse, q_chunks, scale2, drop)
 
         ctx.layout, ctx.scale, ctx.drop = layout, scale, drop
@@ -261,7 +183,7 @@ class _BandAttention(torch.autograd.Function):
             drop.end_pass()
             drop.release()
         if global_keys is not None:
-            glob = _GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
+            glob = GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
             glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)
         grad_q.mul_(scale)
         grad_k.mul_(scale)
