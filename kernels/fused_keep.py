@@ -30,7 +30,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .dropout import KEYS_PER_WORD, MASK32, MIX_MUL_1, MIX_MUL_2
+from .dropout import DRAW_BITS, KEYS_PER_WORD, LEVELS, MASK32, MIX_MUL_1, MIX_MUL_2
 
 # Off switch for debugging and for the tests that compare this path with the eager one.
 ENABLED = os.environ.get("LONGFORMER_FUSED_KEEP", "1") != "0"
@@ -71,6 +71,13 @@ def _build():
             x = (x * MIX_MUL_2) & MASK32
             return x ^ (x >> 16)
 
+        @numba.njit(inline="always")
+        def masked(value, x, k, threshold):
+            """value if draw k of word x keeps it, else value * 0 (as the eager multiply by 0.0)."""
+            if (x >> (DRAW_BITS * k)) & (LEVELS - 1) >= threshold:
+                return value
+            return value * 0
+
         @numba.njit(parallel=True, nogil=True)
         def keep_times(src, dst, rows, groups, threshold):
             windows, chunk, width = src.shape
@@ -81,10 +88,7 @@ def _build():
                     x = word(rows[t, r], groups[t, g])
                     for k in range(KEYS_PER_WORD):
                         col = g * KEYS_PER_WORD + k
-                        if (x >> (8 * k)) & 0xFF >= threshold:
-                            dst[t, r, col] = src[t, r, col]
-                        else:
-                            dst[t, r, col] = src[t, r, col] * 0
+                        dst[t, r, col] = masked(src[t, r, col], x, k, threshold)
 
         @numba.njit(parallel=True, nogil=True)
         def softmax_grad(probs, grad, kept, rows, groups, threshold, delta):
@@ -98,10 +102,7 @@ def _build():
                     for k in range(KEYS_PER_WORD):
                         col = g * KEYS_PER_WORD + k
                         p = probs[t, r, col]
-                        if (x >> (8 * k)) & 0xFF >= threshold:
-                            kept[t, r, col] = p
-                        else:
-                            kept[t, r, col] = p * 0
+                        kept[t, r, col] = masked(p, x, k, threshold)
                         grad[t, r, col] = fma(p, minus_delta, grad[t, r, col] * kept[t, r, col])
 
         _kernels = (numba, keep_times, softmax_grad)
@@ -161,7 +162,7 @@ def softmax_grad_(probs: Tensor, grad: Tensor, kept: Tensor, rows: Tensor, group
     rows, groups: the ``hash_operands``. The same operations, in the same order, as the eager
     ``kept = probs * keep; grad.mul_(kept).addcmul_(probs, delta, value=-1)``."""
     _check(probs, grad, rows, groups)
-    _check(probs, kept, rows, groups)
+    assert kept.is_contiguous() and kept.shape == probs.shape and kept.dtype == probs.dtype
     assert delta.is_contiguous() and delta.shape == probs.shape[:2] + (1,) and delta.dtype == probs.dtype
     _launch(_kernels[2], probs, grad, kept, rows, groups, int(threshold), delta)
     return kept

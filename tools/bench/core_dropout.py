@@ -60,23 +60,25 @@ def main(argv=None) -> int:
     seeds = iter(range(1, 10 ** 6))
 
     fused = fused_dropout_mask()
-    # the contenders: no dropout; dropout with the mask as eager tensor passes; and, with numba,
-    # dropout with the fused (one native pass) mask, the default
-    contenders = ["no dropout", f"dropout {args.rate}, eager mask"]
+    # label -> (with dropout, with the fused mask): no dropout; dropout with the mask as eager
+    # tensor passes; and, with numba, dropout with the fused (one native pass) mask, the default
+    contenders = {"no dropout": (False, False), f"dropout {args.rate}, eager mask": (True, False)}
     if fused:
-        contenders.append(f"dropout {args.rate}, fused mask")
+        contenders[f"dropout {args.rate}, fused mask"] = (True, True)
+    labels = list(contenders)
 
     def timed(label: str) -> Tuple[float, int]:
-        fused_dropout_mask(label.endswith("fused mask"))
-        dropout = None if label == "no dropout" else AttentionDropout(args.rate, next(seeds))
+        with_dropout, fused_mask = contenders[label]
+        fused_dropout_mask(fused_mask)
+        dropout = AttentionDropout(args.rate, next(seeds)) if with_dropout else None
         return one_call(q, k, v, pattern, grad_out, dropout)
 
     for label in contenders:  # warm-up: allocator, thread pool, numba's compilation
         timed(label)
     runs = {label: [] for label in contenders}
     for round_index in range(args.rounds):
-        shift = round_index % len(contenders)  # each contender goes first in turn
-        for label in contenders[shift:] + contenders[:shift]:
+        shift = round_index % len(labels)  # each contender goes first in turn
+        for label in labels[shift:] + labels[:shift]:
             runs[label].append(timed(label))
     fused_dropout_mask(fused)
     print(f"attention core, fp32, {args.threads} threads, B=1 H={args.heads} N={args.length} D={args.head_dim} "
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
     for label in contenders:
         line = (f"  {label:<29} {statistics.median(t for t, _ in runs[label]) * 1e3:8.1f} ms  (median), "
                 f"{statistics.median(f for _, f in runs[label]):8,.0f} page faults per call")
-        if label != "no dropout":
+        if contenders[label][0]:  # with dropout
             ratios = [t / base for (t, _), (base, _) in zip(runs[label], runs["no dropout"])]
             line += (f"; ratio to no dropout per round: median {statistics.median(ratios):.3f}, "
                      f"range {min(ratios):.3f} .. {max(ratios):.3f}")
