@@ -236,3 +236,14 @@ def test_random_documents_agree_with_the_perl_scorer(tmp_path, capsys):
             assert mine == pytest.approx(theirs, rel=1e-9, abs=1e-9), (trial, metric, mine, theirs)
             compared += 1
     assert compared >= 2 * trials, compared  # most trials scored by both, all four metrics
+
+
+def test_documents_pair_by_key_and_the_unpaired_are_said(tmp_path, capsys):
+    two = GOOD + GOOD.replace("nw/x", "nw/z")
+    (tmp_path / "key_conll").write_text(two)
+    (tmp_path / "response_conll").write_text(GOOD.replace("nw/x", "nw/z") + GOOD.replace("nw/x", "nw/y"))
+    assert main([str(tmp_path / "key_conll"), str(tmp_path / "response_conll"), "--json"]) == 0
+    captured = capsys.readouterr()
+    scores = json.loads(captured.out)
+    assert (scores["muc"]["recall_num"], scores["muc"]["recall_den"]) == (1, 2)  # nw/z found, nw/x empty
+    assert "1 KEY documents have no response" in captured.err and "1 RESPONSE documents are not in KEY" in captured.err
