@@ -42,10 +42,18 @@ class StandInError(pickle.UnpicklingError):
     weights-only loader reports it as a refused load)."""
 
 
+# Every entry point below takes ``*args`` and raises only StandInError: a file decides what the
+# unpickler passes, and anything but an UnpicklingError would escape the loader as a traceback.
+
+
 class InertObject:
     """A pickled object of an allowed class: its attributes, and none of the class's code."""
 
     original = ""  # the pickled name it stands for
+
+    def __init__(self, *args, **kwargs):  # reached only by a REDUCE, which fairseq never wrote for these
+        if args or kwargs:
+            raise StandInError(f"{self.original}: built with arguments, not as pickle stores an object")
 
     def __setstate__(self, state):
         if isinstance(state, tuple) and len(state) == 2:  # (__dict__, slots), as pickle's BUILD allows
@@ -82,10 +90,13 @@ METERS = {cls.original: cls for cls in (AverageMeter, SumMeter, TimeMeter, Stopw
 class NumpyDtype:
     """A numeric numpy dtype as pickled: ``numpy.dtype(code, align, copy)`` then its state."""
 
-    def __init__(self, code, align=False, copy=True):
+    code, order = None, "="
+
+    def __init__(self, *args):  # (code, align, copy)
+        code = args[0] if args else None
         if not isinstance(code, str) or not _NUMERIC_CODE.fullmatch(code):
             raise StandInError(f"numpy.dtype({code!r}): only numeric dtypes (bool, int, float, complex) are data")
-        self.code, self.order = code, "="
+        self.code = code
 
     def __setstate__(self, state):
         # (version, byte order, subarray, names, fields, elsize, alignment, flags [, metadata])
@@ -95,12 +106,15 @@ class NumpyDtype:
         self.order = state[1]
 
     def numpy(self) -> np.dtype:
+        if self.code is None:
+            raise StandInError("numpy.dtype made without its type code")
         dtype = np.dtype(self.code)
         return dtype.newbyteorder(self.order) if self.order in "<>" else dtype
 
 
-def numpy_scalar(dtype, data=None):
+def numpy_scalar(*args):
     """``numpy.core.multiarray.scalar(dtype, bytes)``: a numpy number from its bytes."""
+    dtype, data = args if len(args) == 2 else (None, None)
     if not isinstance(dtype, NumpyDtype) or not isinstance(data, bytes) or len(data) != dtype.numpy().itemsize:
         raise StandInError("numpy scalar: not a numeric dtype with its bytes")
     return np.frombuffer(data, dtype=dtype.numpy())[0]
@@ -108,6 +122,8 @@ def numpy_scalar(dtype, data=None):
 
 class NumpyArray:
     """A numeric ndarray as pickled: ``_reconstruct(ndarray, (0,), b'b')`` then its state."""
+
+    array = None  # until its state is set
 
     def __setstate__(self, state):
         # (version, shape, dtype, is_fortran, raw bytes)
@@ -123,9 +139,9 @@ class NumpyArray:
         self.array = np.frombuffer(raw, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
 
 
-def numpy_reconstruct(subtype, shape, code):
-    """``numpy.core.multiarray._reconstruct``: an empty array that BUILD then fills."""
-    if subtype is not NumpyArray:
+def numpy_reconstruct(*args):
+    """``numpy.core.multiarray._reconstruct(ndarray, shape, code)``: an empty array that BUILD then fills."""
+    if len(args) != 3 or args[0] is not NumpyArray:
         raise StandInError("numpy _reconstruct of something other than numpy.ndarray")
     return NumpyArray()
 
@@ -145,6 +161,8 @@ def realise(value, _seen=None):
     container is mutable (dict, list, Namespace, stand-in attributes), rebuilt for tuples."""
     seen = {} if _seen is None else _seen
     if isinstance(value, NumpyArray):
+        if value.array is None:
+            raise StandInError("numpy array without its data")
         return value.array
     if isinstance(value, NumpyDtype):
         return value.numpy()

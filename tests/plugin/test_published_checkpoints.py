@@ -171,3 +171,43 @@ def test_a_loaded_2019_checkpoint_survives_fairseq_s_ddp_broadcast(era):
     received = fairseq_torch_load(io.BytesIO(buffer.getvalue()), map_location="cpu")
     assert same_values(received["extra_state"], state["extra_state"])
     assert type(received["extra_state"]["train_meters"]["wall"]) is checkpoint_types.TimeMeter
+
+
+class Reduce:
+    """Pickles as ``function(*args)``."""
+
+    def __init__(self, function, args):
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+OURS = "fairseq_longformer.checkpoint_types\n"
+# a stand-in reached the way a hostile file could (wrong arguments, no state): (value, renames)
+MISSHAPEN = {
+    "meter built with arguments": (Reduce(checkpoint_types.AverageMeter, (1, 2)),
+                                   {"AverageMeter": "fairseq.meters\nAverageMeter"}),
+    "dtype without a code": (Reduce(checkpoint_types.NumpyDtype, ()), {"NumpyDtype": "numpy\ndtype"}),
+    "scalar with 3 arguments": (Reduce(checkpoint_types.numpy_scalar, (1, 2, 3)),
+                                {"numpy_scalar": "numpy._core.multiarray\nscalar"}),
+    "reconstruct of another type": (Reduce(checkpoint_types.numpy_reconstruct, (int,)),
+                                    {"numpy_reconstruct": "numpy.core.multiarray\n_reconstruct"}),
+    "array never filled": (Reduce(checkpoint_types.numpy_reconstruct, (checkpoint_types.NumpyArray, (0,), b"b")),
+                           {"numpy_reconstruct": "numpy.core.multiarray\n_reconstruct", "NumpyArray": "numpy\nndarray"}),
+}
+
+
+@pytest.mark.parametrize("case", list(MISSHAPEN))
+def test_a_misshapen_value_under_an_allowed_name_is_refused_in_one_line(case):
+    """torch's legacy format (no checksum) lets the pickled names be rewritten in place: the
+    stand-ins are reached under the names they answer, with what fairseq never wrote."""
+    value, renames = MISSHAPEN[case]
+    buffer = io.BytesIO()
+    torch.save({"x": value}, buffer, _use_new_zipfile_serialization=False)
+    data = buffer.getvalue()
+    for ours, theirs in renames.items():
+        data = data.replace((OURS + ours).encode(), theirs.encode())
+    with pytest.raises(UntrustedCheckpointError, match="--trust-checkpoint") as refused:
+        load_checkpoint(io.BytesIO(data))
+    assert "\n" not in str(refused.value) and "more than plain data" in str(refused.value)
