@@ -24,6 +24,7 @@ A ``defaultdict`` with items is still refused: torch's loader fills only dict, O
 Counter (an empty one, as omegaconf pickles, loads).
 """
 import argparse
+import math
 import pickle
 import re
 from typing import List, Tuple
@@ -94,13 +95,17 @@ class NumpyDtype:
 
     def __init__(self, *args):  # (code, align, copy)
         code = args[0] if args else None
-        if not isinstance(code, str) or not _NUMERIC_CODE.fullmatch(code):
+        try:
+            numeric = isinstance(code, str) and _NUMERIC_CODE.fullmatch(code) and np.dtype(code).kind in "biufc"
+        except TypeError:  # a code numpy does not know ('f3')
+            numeric = False
+        if not numeric:
             raise StandInError(f"numpy.dtype({code!r}): only numeric dtypes (bool, int, float, complex) are data")
         self.code = code
 
     def __setstate__(self, state):
         # (version, byte order, subarray, names, fields, elsize, alignment, flags [, metadata])
-        if not isinstance(state, tuple) or len(state) < 8 or state[1] not in "<>|=" or any(
+        if not isinstance(state, tuple) or len(state) < 8 or state[1] not in ("<", ">", "|", "=") or any(
                 part is not None for part in state[2:5]):
             raise StandInError(f"numpy.dtype({self.code!r}): not the state of a plain numeric dtype")
         self.order = state[1]
@@ -134,9 +139,10 @@ class NumpyArray:
                 not all(isinstance(n, int) and n >= 0 for n in shape):
             raise StandInError("numpy array: not a numeric array with its bytes")
         dtype = dtype.numpy()
-        if len(raw) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        if len(raw) != math.prod(shape) * dtype.itemsize:  # exact: no overflow lets a huge shape pass
             raise StandInError(f"numpy array: {len(raw)} bytes for shape {shape} of {dtype}")
-        self.array = np.frombuffer(raw, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+        array = np.frombuffer(raw, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+        self.array = array.astype(dtype.newbyteorder("="))  # a copy in native order, as numpy's own unpickling
 
 
 def numpy_reconstruct(*args):

@@ -89,6 +89,8 @@ def test_meters_and_numpy_values_load_as_the_era_wrote_them(name, era):
         loss = ours["extra_state"]["metrics"]["valid"][0][3]
         assert loss["sum"].dtype == np.float32 and loss["sum"].tolist() == [0, 1, 2, 3]
         assert type(ours["extra_state"]["best"]) is np.float64
+        grid = ours["extra_state"]["user_meters"]["grid"]
+        assert grid.dtype == np.dtype("=i4") and grid.flags.f_contiguous and grid.tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
 def payloads(marker: Path):

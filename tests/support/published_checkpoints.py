@@ -174,7 +174,9 @@ def save_0_12(path: Path, cfg_model: argparse.Namespace, model: dict, criterion:
                             "train_iterator": {"epoch": 3, "iterations_in_epoch": 0, "shuffle": True, "version": 2},
                             "val_loss": np.float64(2.3), "best": np.float64(2.25),
                             "user_meters": {"wall": meter(cls["TimeMeter"], round=0, init=1.0, start=2.0, n=3, i=4),
-                                            "tokens": meter(cls["SumMeter"], round=None, sum=np.int64(7))}},
+                                            "tokens": meter(cls["SumMeter"], round=None, sum=np.int64(7)),
+                                            # big-endian, Fortran order: numpy pickles both in its state
+                                            "grid": np.asfortranarray(np.arange(6, dtype=">i4").reshape(2, 3))}},
             "last_optimizer_state": None,
         }
         if plain:
