@@ -10,7 +10,13 @@ does), a file from someone else can run any code on this machine. Here every loa
   * omegaconf's containers (``DictConfig``, ``ListConfig``, their metadata, ``AnyNode``,
     ``typing.Any``) and ``collections.defaultdict``, ``dict``, ``list``, ``int`` as globals: what
     a checkpoint holds once ``checkpoint_utils.load_checkpoint_to_cpu`` turned its ``cfg`` into a
-    DictConfig, i.e. what DDP ranks other than 0 receive from ``broadcast_object``.
+    DictConfig, i.e. what DDP ranks other than 0 receive from ``broadcast_object``;
+  * what fairseq's published-era checkpoints hold (2019 to 0.12: meters, numpy numbers), as
+    inert stand-ins that run none of the original classes' code (``checkpoint_types``).
+
+Before any load, a file in torch's zip format is checked to be intact (``check_intact``: every
+member matches its CRC-32), so a flipped bit is refused in one line instead of loading as wrong
+weights, with or without trust.
 
 Anything else is refused with one line naming the file, the unexpected types and the fix:
 ``--trust-checkpoint`` (``trust=True``), which loads with ``weights_only=False`` and so runs
@@ -24,10 +30,12 @@ import contextlib
 import os
 import pickle
 import typing
+import zipfile
 from typing import Iterator, List
 
 import torch
 
+from .checkpoint_types import realise, stand_ins
 from .user_errors import UserInputError, check_cli_args, install_excepthook
 
 TRUST_FLAG = "--trust-checkpoint"
@@ -42,15 +50,21 @@ def safe_globals() -> List[object]:
     from omegaconf.nodes import AnyNode
 
     return [argparse.Namespace, DictConfig, ListConfig, ContainerMetadata, Metadata, AnyNode,
-            typing.Any, collections.defaultdict, dict, list, int]
+            typing.Any, collections.defaultdict, dict, list, int, *stand_ins()]
 
 
 def _qualified(obj) -> str:
+    if isinstance(obj, tuple):  # (stand-in, the pickled name it answers to)
+        return obj[1]
     return "typing.Any" if obj is typing.Any else f"{obj.__module__}.{obj.__qualname__}"
 
 
 class UntrustedCheckpointError(UserInputError):
     """A checkpoint that needs more than the allowlist to load."""
+
+
+class CorruptCheckpointError(UserInputError):
+    """A checkpoint whose bytes are not those torch.save wrote (a member fails its CRC-32)."""
 
 
 def _name(source) -> str:
@@ -88,28 +102,83 @@ def _is_torch_file(source) -> bool:
     return head.startswith(b"PK") or head[:1] == b"\x80"
 
 
+def _detail(error: Exception) -> str:
+    """The unpickler's own line of torch's weights-only message (not its advice or docs link)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("Check the documentation of torch.load")]
+    return (lines[-1] if lines else type(error).__name__)[:200]
+
+
 def refusal(source, error: Exception) -> str:
     """One line: the file, what it needs that data may not hold, and the fix."""
     unexpected = _unexpected_types(source)
     needs = (f"types other than tensors and fairseq's configuration: {', '.join(unexpected)}"
-             if unexpected else f"more than plain data ({str(error).strip().splitlines()[-1][:200]})")
+             if unexpected else f"more than plain data ({_detail(error)})")
     return (f"{_name(source)}: refused to load, the checkpoint holds {needs}; if you trust the file "
             f"and where it came from, pass {TRUST_FLAG} (this runs code from the file)")
+
+
+def _head(source) -> bytes:
+    if hasattr(source, "read"):
+        head = source.read(4)
+        source.seek(-len(head), os.SEEK_CUR)
+        return head
+    with open(source, "rb") as handle:
+        return handle.read(4)
+
+
+def damage(source) -> str:
+    """Why ``source`` (a path or a seekable binary file) is not a checkpoint as torch.save wrote
+    it, or '' when it is intact: a zip archive (torch's format since 1.6) whose central directory
+    lists a pickle and whose every member matches its CRC-32 (reads the whole file). A file that
+    is not a zip archive is left to torch's reader (the legacy format of 2019 has no checksum)."""
+    try:
+        head = _head(source)
+    except OSError:  # missing, a folder, unreadable: torch's own open says which
+        return ""
+    position = source.tell() if hasattr(source, "tell") else None
+    try:
+        if not head.startswith(b"PK\x03\x04") or not zipfile.is_zipfile(source):
+            return ""  # not torch's zip format, or one cut short (its directory lost): torch says which
+        with zipfile.ZipFile(source) as archive:
+            if not any(name.endswith("data.pkl") for name in archive.namelist()):
+                return "the archive holds no data.pkl"
+            bad = archive.testzip()
+            return f"its member {bad} fails its CRC-32 check" if bad is not None else ""
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, NotImplementedError) as error:
+        return f"its zip archive does not read ({type(error).__name__}: {str(error)[:120]})"
+    finally:
+        if position is not None:
+            source.seek(position)
+
+
+def check_intact(source) -> None:
+    """Raise CorruptCheckpointError (one line: the file, what is wrong, the fix) unless
+    ``source`` is intact (``damage``)."""
+    problem = damage(source)
+    if problem:
+        raise CorruptCheckpointError(
+            f"{_name(source)}: the checkpoint is corrupt ({problem}: changed since torch.save wrote it, e.g. a "
+            "flipped bit on disk or in a copy); nothing was read from it: copy or download it again, or give "
+            "another checkpoint")
 
 
 def load_checkpoint(path, *, trust: bool = False, map_location="cpu", mmap: bool = False) -> dict:
     """``torch.load`` a fairseq checkpoint (a path or an open binary file) as data.
 
-    Raises UntrustedCheckpointError (one line: file, unexpected types, ``--trust-checkpoint``)
-    when it holds anything beyond the allowlist; other failures (missing, truncated, not a torch
-    file) are torch's own errors. ``trust=True`` loads with ``weights_only=False``.
+    Raises CorruptCheckpointError when a zip-format file fails its CRC check (``check_intact``,
+    trusted or not), UntrustedCheckpointError (one line: file, unexpected types,
+    ``--trust-checkpoint``) when it holds anything beyond the allowlist; other failures
+    (missing, truncated, not a torch file) are torch's own errors. ``trust=True`` loads with
+    ``weights_only=False``. Stand-ins of numpy values come back as real numpy values.
     """
+    check_intact(path)
     if trust:
         return torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
     with torch.serialization.safe_globals(safe_globals()):
         try:
-            return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-        except pickle.UnpicklingError as error:
+            return realise(torch.load(path, map_location=map_location, weights_only=True, mmap=mmap))
+        except (pickle.UnpicklingError, RecursionError) as error:  # RecursionError: nested past Python's limit
             if not _is_torch_file(path):
                 raise ValueError(f"{_name(path)}: not a torch checkpoint (neither torch.save's zip format nor "
                                  "its pickle stream)") from None

@@ -154,12 +154,12 @@ def is_intact_checkpoint(path: str) -> bool:
     """Whether ``path`` is a complete ``torch.save`` file: a zip archive whose central directory
     (written last, so lost by truncation) lists a pickle, and whose every member matches its
     CRC-32 (flipped bytes inside an intact directory would otherwise load as wrong weights).
-    Reads the whole file."""
+    Reads the whole file (``checkpoints.damage``, the check every load makes)."""
+    from .checkpoints import damage
+
     try:
-        with zipfile.ZipFile(path) as archive:
-            return (any(name.endswith("data.pkl") for name in archive.namelist())
-                    and archive.testzip() is None)
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        return zipfile.is_zipfile(path) and not damage(path)
+    except OSError:
         return False
 
 
@@ -180,7 +180,8 @@ def _resume_past_a_broken_last_checkpoint() -> None:
     is intact. With it, the run resumes from the newest intact checkpoint of the folder with a
     warning naming the bad file; when none is intact it stops with an error naming the folder and
     the fix, and writes nothing. Only the default restore file is concerned (an explicit
-    --restore-file that is broken is still the user's error, reported by torch).
+    --restore-file that is broken is the user's error, reported in one line by the loader,
+    ``checkpoints.fairseq_torch_load``).
     """
     from fairseq import checkpoint_utils
 
@@ -196,7 +197,9 @@ def _resume_past_a_broken_last_checkpoint() -> None:
             return original(cfg, trainer, **kwargs)
         replacement = newest_intact_checkpoint(cfg.save_dir, skip=last)
         if replacement is None:
-            raise RuntimeError(
+            from .user_errors import UserInputError
+
+            raise UserInputError(  # one line at the CLI (install_excepthook), not a traceback
                 f"cannot resume: {last} is not a complete checkpoint (truncated, empty or another "
                 f"kind of file) and no other intact checkpoint*.pt is in {cfg.save_dir}; move or "
                 "delete it to start from scratch, or pass --restore-file PATH to start from another "

@@ -10,8 +10,9 @@ a fairseq checkpoint shares (``from_fairseq``, ``hf_export``).
   * ``config_sections``, ``config_get``, ``config_set``: the saved configuration, either
     ``cfg`` (Hydra era) or ``args`` (an older argparse Namespace), copied so it can be rewritten;
   * ``check_output``: the output folder checks, run before anything is read or written;
-  * ``write_folder``: model.pt, dict.txt and the tokenizer files found next to the source,
-    written under temporary names and moved into place, model.pt last (``atomic.atomic_files``);
+  * ``write_folder``: model.pt, dict.txt, the tokenizer files found next to the source and the
+    tools' marker (``--overwrite`` replaces only a model.pt the tools wrote), written under
+    temporary names and moved into place, model.pt last (``atomic.atomic_files``);
     a folder this call created is removed again on an error.
 """
 import argparse
@@ -25,7 +26,7 @@ from typing import Callable, Dict, List, Tuple
 import torch
 
 from .. import checkpoints
-from ..atomic import atomic_files
+from ..atomic import MARKER, atomic_files
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +172,9 @@ def check_output(out_dir, checkpoint_path: Path, overwrite: bool) -> Path:
         raise ValueError(f"--output {str(out_dir)!r} is the source folder: choose a new folder")
     if (out_dir / "model.pt").exists() and not overwrite:
         raise ValueError(f"--output {str(out_dir)!r} already holds model.pt: pass --overwrite to replace it")
+    if (out_dir / "model.pt").exists() and not (out_dir / MARKER).is_file():
+        raise ValueError(f"--output {str(out_dir)!r} holds a model.pt these tools did not write (no {MARKER} "
+                         "there), so --overwrite will not replace it: choose another folder, or move it yourself")
     return out_dir
 
 
@@ -189,6 +193,7 @@ def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder
     copied = [name for name in TOKENIZER_FILES if (source_folder / name).is_file()]
     for name in copied:
         files[name] = _copier(source_folder / name)
+    files[MARKER] = lambda f: f.write(b"written by fairseq-longformer: --overwrite may replace model.pt here\n")
     files["model.pt"] = lambda f: torch.save(checkpoint, f)
 
     created = not out_dir.exists()

@@ -3,7 +3,9 @@ as data from someone else:
 
 * ``read_hf_config``: config.json, a JSON object;
 * ``tensor_shapes`` / ``load_hf_state_dict``: the tensors of model.safetensors (possibly sharded,
-  with every shard named in ``*.index.json`` resolving inside the folder) or pytorch_model.bin;
+  with every shard named in ``*.index.json`` resolving inside the folder) or pytorch_model.bin,
+  whose CRCs are checked first (``checkpoints.check_intact``; safetensors has no checksum, so a
+  flipped bit in its tensor data cannot be seen, only a damaged header);
 * ``check_sizes``: the config's sizes against the tensors' names and shapes, BEFORE anything is
   built or sized from the config (a 300-byte config.json saying ``num_hidden_layers: 3e7`` is
   one error, not gigabytes of key maps);
@@ -21,6 +23,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import Tensor
 
+from ..checkpoints import CorruptCheckpointError, check_intact
 from .rules import DICT_COPY, PLACEHOLDER, write_placeholders
 
 # The largest size a config.json may state (2**31: more than any real model has rows, layers or
@@ -110,8 +113,11 @@ def tensor_shapes(hf_dir) -> Dict[str, Tuple[int, ...]]:
                 with safe_open(str(path), framework="pt") as f:
                     shapes.update({key: tuple(f.get_slice(key).get_shape()) for key in f.keys()})
             else:
+                check_intact(path)
                 state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
                 shapes.update({key: tuple(value.shape) for key, value in state.items()})
+    except CorruptCheckpointError:
+        raise  # one line naming the file and the fix already
     except Exception as error:  # safetensors' SafetensorError, pickle errors, a truncated file
         raise _damaged(hf_dir, error) from error
     return shapes
@@ -129,7 +135,10 @@ def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
 
                 state.update(load_file(str(path)))
             else:
+                check_intact(path)
                 state.update(torch.load(path, map_location="cpu", weights_only=True))
+    except CorruptCheckpointError:
+        raise
     except Exception as error:
         raise _damaged(hf_dir, error) from error
     return state

@@ -28,6 +28,7 @@ import torch
 from tests.conftest import REPO
 from tests.support.finetune_data import classification_data, kjv_jsonl  # noqa: F401  (fixtures)
 from tests.plugin.test_checkpoints import RunsCode, stock_roberta  # noqa: F401  (fixture: a fairseq-train checkpoint)
+from tests.support.corrupt import flipped_copy
 
 BIN = Path(sys.executable).parent
 PLUGIN = str(REPO / "fairseq_longformer")
@@ -57,6 +58,8 @@ def _world_files(world: Path, stock: Path, classification: Path) -> None:
         (world / name).mkdir()
         (world / name / "model.pt").write_bytes(data)
         (world / name / "dict.txt").write_bytes((world / "ckdir" / "dict.txt").read_bytes())
+    flipped_copy(stock, world / "flipped" / "model.pt")  # one bit of a tensor: only the CRC tells
+    (world / "flipped" / "dict.txt").write_bytes((world / "ckdir" / "dict.txt").read_bytes())
     (world / "not_a_dict.pt").write_bytes(b"")
     torch.save([1, 2, 3], world / "not_a_dict.pt")
     (world / "latin1.txt").write_bytes("caf\xe9 cr\xe8me\n".encode("latin-1") * 10)
@@ -106,6 +109,7 @@ def tiny_train(*extra: str) -> List[str]:
 
 
 TRUST = "--trust-checkpoint"
+CORRUPT = "copy or download it again"
 CASES = [
     Case("longformer-user-dir", "unexpected argument", lambda w: ["extra"], "extra", "no arguments"),
     Case("longformer-gpu-check", "bad --lengths", lambda w: ["gpuout", "--lengths", "4096,abc"], "4096,abc",
@@ -163,6 +167,10 @@ CASES = [
         "--context-window", "64", "--cpu"], "--context-window 64", "--context-window 32"),
     Case("fairseq-generate", "malicious pickle (--path)", lambda w: [
         "data", "--user-dir", PLUGIN, "--path", "evil/model.pt", "--task", "language_modeling", "--cpu"], "evil/model.pt", TRUST),
+    Case("longformer-convert-roberta", "flipped bit", lambda w: ["--source", "flipped", "--output", "out"], "flipped/model.pt", CORRUPT),
+    Case("longformer-convert-bart", "flipped bit", lambda w: ["--source", "flipped", "--output", "out"], "flipped/model.pt", CORRUPT),
+    Case("longformer-export-hf", "flipped bit", lambda w: ["flipped/model.pt", "out"], "flipped/model.pt", CORRUPT),
+    Case("fairseq-train", "flipped bit (--restore-file)", lambda w: tiny_train("--restore-file", "flipped/model.pt"), "flipped/model.pt", CORRUPT),
 ]
 
 

@@ -33,6 +33,18 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def _fill_mask(args):
+    """The fill-mask demo's results; a refused or corrupt checkpoint ends the command in one line."""
+    from fairseq_longformer import UserInputError, trust_checkpoints
+    from ..report.fill_mask import fill_mask_demo
+
+    try:
+        with trust_checkpoints(args.trust_checkpoint):
+            return fill_mask_demo(args.save_dir, args.checkpoint, args.data, args.valid_subset, args.fill_mask)
+    except UserInputError as error:
+        sys.exit(f"longformer-report: error: {error}")
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # the report is for a person: fairseq's INFO lines (model config dumps, data loading) are not
@@ -57,6 +69,7 @@ def main(argv=None):
         sys.exit(f"longformer-report: {log_file} has no valid lines: train with --validate-interval-updates "
                  "and --log-format simple or json")
     base = unigram_baseline(args.data, args.valid_subset)
+    demo = _fill_mask(args) if args.fill_mask > 0 else []  # before bpc.png: a refused checkpoint writes nothing
     acc = dict(log.series("valid", "acc"))
     (u0, first), (u1, last) = valid[0], valid[-1]
     wps = [w for _, w in log.series("train", "wps")]
@@ -78,15 +91,7 @@ def main(argv=None):
     print(f"plot: {png}")
 
     if args.fill_mask > 0:
-        from fairseq_longformer import UserInputError, trust_checkpoints
-        from ..report.fill_mask import fill_mask_demo
-
         print(f"\n== fill-mask on held-out {args.valid_subset} sentences ({args.checkpoint}) ==")
-        try:
-            with trust_checkpoints(args.trust_checkpoint):
-                demo = fill_mask_demo(args.save_dir, args.checkpoint, args.data, args.valid_subset, args.fill_mask)
-        except UserInputError as error:
-            sys.exit(f"longformer-report: error: {error}")
         for item in demo:
             guesses = ", ".join(f"{w} ({p:.2f})" for w, p in item["predictions"])
             print(f"{item['masked']}\n    answer: {item['answer']}   model: {guesses}")

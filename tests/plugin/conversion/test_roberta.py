@@ -343,7 +343,7 @@ def test_cli_reports_errors_and_refuses_to_overwrite(roberta_dir, tmp_path, caps
     assert "longformer-train DATA " in printed and "--user-dir" not in printed
     assert "--pad-to-multiple 4" in printed  # gcd(64, 4, 8)
     first = (out / "model.pt").read_bytes()
-    assert sorted(p.name for p in out.iterdir()) == ["dict.txt", "model.pt"]  # no temp files left
+    assert sorted(p.name for p in out.iterdir()) == [".written-by-fairseq-longformer", "dict.txt", "model.pt"]  # no temp files
     assert convert_cli.main(["--source", str(roberta_dir), "--output", str(out), "--max-positions", "128"]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert (out / "model.pt").read_bytes() == first
