@@ -64,12 +64,16 @@ EXTENSIONS = {
 DISTRIBUTIONS = {"fairseq-fixed": [], "fairseq-longformer": ["hf"]}  # name -> extras checked
 
 
+# the environment is checked as it is: nothing of the caller's PYTHONPATH (gpu_round.sh links kernels/ there)
+_CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 class BundleError(Exception):
     """A failed step, said in one line."""
 
 
 def _run(cmd, what):
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=_CLEAN_ENV)
     if result.returncode != 0:
         sys.stderr.write(result.stdout[-3000:] + result.stderr[-3000:])
         raise BundleError(f"{what} failed (exit {result.returncode}): {' '.join(cmd[:6])} ...")
@@ -147,7 +151,7 @@ def install(folder, target):
              "building this project's wheel")
         _run(pip + glob.glob(os.path.join(work, "dist", "*.whl")), "installing this project's wheel")
     print(f"[bundle] installed {len(wheels)} wheels and the project into {target} in {time.time() - started:.0f} s")
-    if subprocess.run([python, os.path.abspath(__file__), "check", target]).returncode != 0:
+    if subprocess.run([python, os.path.abspath(__file__), "check", target], env=_CLEAN_ENV).returncode != 0:
         raise BundleError(f"the installed bundle in {target} failed its check (above)")
     print(f"[bundle] ready in {time.time() - started:.0f} s: use {python} (export PATH={target}/bin:$PATH)")
 

@@ -232,14 +232,17 @@ def measure(name: str, sizes: dict, checkpointing: bool, device: torch.device, m
 
 
 def run(names, checkpointing, device: torch.device, size: str, max_batch: int, repeats: int, time_cap: float,
-        progress: Callable[[str], None] = print) -> dict:
-    """Every (row, checkpointing) in turn, each model freed before the next; the matmul rate first."""
+        progress: Callable[[str], None] = print, save: Callable[[dict], None] = lambda report: None) -> dict:
+    """Every (row, checkpointing) in turn, all rows without checkpointing first (a run cut short
+    keeps those), each model freed before the next; the matmul rate first. ``save`` gets the
+    report after every row."""
     sizes = SIZES[size]
     rate = matmul_rate(device, sizes["matmul"])
-    progress(f"bf16 matmul {sizes['matmul']}^3: {rate:.1f} TFLOP/s")
+    progress(f"bf16 matmul {sizes['matmul']}^3: {rate:.2f} TFLOP/s")
     rows = []
-    for name in names:
-        for ckpt in checkpointing:
+    report = {"matmul_tflops": rate, "matmul_size": sizes["matmul"], "size": size, "rows": rows}
+    for ckpt in checkpointing:
+        for name in names:
             started = time.perf_counter()
             try:
                 row = measure(name, sizes, ckpt, device, max_batch, repeats, time_cap)
@@ -252,7 +255,8 @@ def run(names, checkpointing, device: torch.device, size: str, max_batch: int, r
             summary = row.summary(rate)
             rows.append(summary)
             progress(format_row(summary) + f"  ({time.perf_counter() - started:.0f} s)")
-    return {"matmul_tflops": rate, "matmul_size": sizes["matmul"], "size": size, "rows": rows}
+            save(report)
+    return report
 
 
 HEADER = f"{'row':18} {'N':>6} {'ckpt':>4} {'batch':>5} {'step ms':>9} {'tokens/s':>10} {'peak MB':>8} {'MFU':>6}  status"

@@ -74,23 +74,29 @@ def main(argv=None) -> int:
     started = time.time()
     print(train_steps.HEADER)
     threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads or (1 if args.size == "tiny" else threads))
-    try:
-        report = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch, args.repeats,
-                                 args.time_cap)
-    finally:
-        torch.set_num_threads(threads)
-    report["environment"] = {
+    environment = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "torch": torch.__version__, "python": platform.python_version(), "commit": _commit(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "seconds": round(time.time() - started, 1),
-        "load_average": os.getloadavg(), "threads": args.threads or (1 if args.size == "tiny" else threads), "command": "longformer-bench train-steps " + " ".join(argv or sys.argv[2:])}
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "load_average": os.getloadavg(),
+        "threads": args.threads or (1 if args.size == "tiny" else threads),
+        "command": "longformer-bench train-steps " + " ".join(sys.argv[2:] if argv is None else argv)}
+
+    def save(report: dict) -> None:  # after every row: a run cut short keeps what it measured
+        report["environment"] = dict(environment, seconds=round(time.time() - started, 1))
+        if args.out:
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+            with open(args.out + ".partial", "w") as f:
+                json.dump(report, f, indent=1)
+            os.replace(args.out + ".partial", args.out)
+
+    torch.set_num_threads(environment["threads"])
+    try:
+        report = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch, args.repeats,
+                                 args.time_cap, save=save)
+    finally:
+        torch.set_num_threads(threads)
+    save(report)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        partial = args.out + ".partial"
-        with open(partial, "w") as f:
-            json.dump(report, f, indent=1)
-        os.replace(partial, args.out)
         print(f"wrote {args.out}")
     failed = [r for r in report["rows"] if r["status"] == "error"]
     return 1 if failed else 0
