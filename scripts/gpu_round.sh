@@ -97,7 +97,7 @@ suite_args=(${SUITE_ARGS:---device cuda -n 8})
 # refuses beside an installed copy of another path)
 stage suite "${SUITE_S:-220}" bash -c 'cd "$1" && shift && "$@" > "$OUT/suite.log" 2>&1; rc=$?; tail -40 "$OUT/suite.log"; exit $rc' \
   _ "$REPO" env PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$ENV_PY" -m pytest -q -p no:cacheprovider "${suite_args[@]}"
-steps_args=(${STEPS_ARGS:---time-cap 20})
+steps_args=(${STEPS_ARGS:---time-cap 12})
 stage steps "${STEPS_S:-130}" "$ENV_PY" -m longformer_tools.cli.bench train-steps --out "$OUT/train_steps.json" \
   "${steps_args[@]}"
 # the attention core against FlexAttention, the rows issue 42 measures: bf16, N = 16,384, B = 8, G = 0 and 8
