@@ -13,4 +13,5 @@ if not torch.cuda.is_available():
 
 # Fixtures shared across the test folders (small data sets, a stock BART and its LED, a
 # reference training run), made once per session whichever folder asks first.
-pytest_plugins = ["tests.support.finetune_data", "tests.support.led_models", "tests.support.training"]
+pytest_plugins = ["tests.support.finetune_data", "tests.support.led_models", "tests.support.training",
+                  "tests.support.device"]  # --device cuda: the suite on a GPU

@@ -39,6 +39,17 @@ def longformer_attention(q: Tensor, k: Tensor, v: Tensor,
     ``band_bias``: (B, H, N, W) additive scores of the window keys (W = w + 1 causal, 2w + 1
     two-sided; "Band bias" in ``pattern.py``), differentiable, or None.
     """
+    if torch.is_autocast_enabled(q.device.type):
+        # Under autocast each op would cast for itself and meet the cores' own dtype handling
+        # (fp32 scores, in-place merges of the global keys: "Input dtypes must be the same" from
+        # baddbmm_): run the core with autocast off on its inputs in autocast's dtype, as a model
+        # cast to that dtype (fairseq's --bf16) runs it.
+        dtype = torch.get_autocast_dtype(q.device.type)
+        q, k, v, q_g, k_g, v_g, band_bias = (None if t is None else t.to(dtype)
+                                              for t in (q, k, v, q_g, k_g, v_g, band_bias))
+        with torch.autocast(q.device.type, enabled=False):
+            return longformer_attention(q, k, v, q_g, k_g, v_g, pattern, masks, impl, scale, global_rows, dropout,
+                                        band_bias)
     impl = resolve_implementation(impl, q.device)
     if impl == "reference":
         if not global_rows and q_g is None:  # those rows are unspecified: any stand-in will do

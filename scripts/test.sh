@@ -11,9 +11,17 @@
 # it runs in one process unless they say otherwise (-n 2).
 # On a machine without CUDA the Triton kernels run in Triton's CPU interpreter
 # (TRITON_INTERPRET=1, set by the root conftest.py).
+# The suite on a GPU: bash scripts/test.sh --device cuda [pytest arguments] runs the tests marked
+# 'device' there (tests/support/device.py), in TEST_WORKERS workers (default 8), with the Python
+# already set up (PYTHON, default the venv's or python3; on the GPU image the environment made by
+# scripts/offline_bundle.py install): no install step, no wheel check.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+if [[ "${1:-}" == --device ]]; then
+  python="${PYTHON:-$([[ -x "${VENV:-$REPO/.venv}/bin/python" ]] && echo "${VENV:-$REPO/.venv}/bin/python" || echo python3)}"
+  exec "$python" -m pytest -q -n "${TEST_WORKERS:-8}" "$@"
+fi
 bash scripts/install.sh
 if [[ "${WHEEL_CHECK:-$([[ $# -eq 0 ]] && echo 1 || echo 0)}" == 1 ]]; then
   bash scripts/wheel_check.sh

@@ -231,8 +231,10 @@ class LongformerSelfAttention(nn.Module):
                                        impl=self.config.impl, global_rows=False, dropout=dropout)
         out = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)  # (N, B, C)
         if masks.is_global is not None:
-            values = self._global_rows(x, masks, dropout)
-            out = out.index_put((masks.global_positions, masks.global_rows), values)
+            with torch.autocast(x.device.type, enabled=False):  # it computes in fp32 itself, and
+                values = self._global_rows(x, masks, dropout)  # its backward would meet autocast's bf16
+            # the core's dtype: under autocast it runs in autocast's dtype while x stays fp32
+            out = out.index_put((masks.global_positions, masks.global_rows), values.to(out.dtype))
         return out
 
     def forward(

@@ -50,6 +50,7 @@ class EncoderCase(Case):
     window: int = 512
     bart_positions: int = 1024
     seed: int = 0
+    checkpoint_activations: bool = False  # fairseq's --checkpoint-activations (longformer-bench train-steps)
 
     @property
     def positions(self) -> int:
@@ -69,6 +70,7 @@ def _model_args(case: EncoderCase, positions: int, arch) -> argparse.Namespace:
         max_target_positions=case.bart_positions, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
         attention_window=str(case.window), attention_dilation="1",
         task="translation",  # BART's state-dict upgrade asks which task
+        checkpoint_activations=case.checkpoint_activations,
     )
     arch(args)
     return args

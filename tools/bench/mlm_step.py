@@ -57,6 +57,7 @@ class MLMStepCase(Case):
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
     seed: int = 0
+    checkpoint_activations: bool = False  # fairseq's --checkpoint-activations (longformer-bench train-steps)
 
     def make_runner(self) -> "MLMStepRunner":
         return MLMStepRunner(self)
@@ -99,7 +100,8 @@ def build_longformer(case: MLMStepCase):
     args = argparse.Namespace(
         encoder_layers=case.layers, encoder_embed_dim=case.hidden, encoder_ffn_embed_dim=4 * case.hidden,
         encoder_attention_heads=case.heads, attention_window=str(case.window), max_positions=case.length,
-        dropout=case.hidden_dropout, attention_dropout=case.attention_dropout, activation_dropout=0.0)
+        dropout=case.hidden_dropout, attention_dropout=case.attention_dropout, activation_dropout=0.0,
+        checkpoint_activations=case.checkpoint_activations)
     ARCH_CONFIG_REGISTRY[ARCH](args)
     torch.manual_seed(case.seed)
     model = ARCH_MODEL_REGISTRY[ARCH].build_model(args, task)

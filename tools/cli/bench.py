@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "block); default: stop at the heads' output, as Hugging Face's "
                              "LongformerSelfAttention does")
     add_page_arguments(parser, redraws=", re-draw <JSON minus .json>.png")
+    parser.epilog += ("\n\nWhole training steps instead (tokens/s, peak memory, MFU; CUDA or tiny on CPU): "
+                      "longformer-bench train-steps --help")
     return parser
 
 
@@ -155,6 +157,11 @@ def replot(json_path: str, markdown_path=None) -> int:
 def main(argv=None) -> int:
     from tqdm import tqdm
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["train-steps"]:  # whole training steps: tokens/s, memory, MFU (bench_train.py)
+        from .bench_train import main as train_steps_main
+
+        return train_steps_main(argv[1:])
     args = parse_args(argv)
     try:
         require_matplotlib()  # fail now, not after half an hour of measuring

@@ -11,6 +11,7 @@ import torch
 from tests.support.finetune_data import TINY_FINETUNE_ARGS, prepare
 from tests.support.finetune_models import batch, task_and_model
 from tests.support.hotpotqa_data import BAD, MAX_INPUT_TOKENS, hotpotqa_data  # noqa: F401  (fixture)
+from tests.support.device import fp32_or_bf16_flag
 from tests.support.training import FAIRSEQ_TRAIN, run_logged, train_inner
 
 from fairseq_longformer.criterions.longformer_qa import normalize_answer
@@ -123,10 +124,11 @@ def test_smaller_checkpoint_loads_with_new_marker_rows(hotpotqa_data):
     torch.testing.assert_close(embed[-5:], new_rows)
 
 
+@pytest.mark.device
 def test_hotpotqa_trains_and_evaluates_with_the_official_metrics(hotpotqa_data, tmp_path):
     text = run_logged([FAIRSEQ_TRAIN, hotpotqa_data, *TINY_FINETUNE_ARGS, "--task", "longformer_hotpotqa",
                        "--criterion", "longformer_hotpotqa", "--batch-size", "4", "--max-epoch", "2",
-                       "--optimizer", "adam", "--lr", "1e-3", "--dropout", "0", "--seed", "3", "--cpu",
+                       "--optimizer", "adam", "--lr", "1e-3", "--dropout", "0", "--seed", "3", *fp32_or_bf16_flag(),
                        "--num-workers", "0", "--log-format", "simple", "--log-interval", "1",
                        "--sentence-loss-weight", "2", "--no-epoch-checkpoints", "--save-dir", tmp_path / "save"],
                       tmp_path / "train.log", timeout=240)

@@ -11,6 +11,7 @@ import torch
 
 from tests.support.finetune_data import TINY_FINETUNE_ARGS, prepare
 from tests.support.finetune_models import batch, task_and_model
+from tests.support.device import fp32_or_bf16_flag
 from tests.support.training import FAIRSEQ_TRAIN, run_logged, train_inner
 
 from fairseq_longformer.criterions.longformer_wikihop import candidate_logits
@@ -116,10 +117,11 @@ def test_smaller_checkpoint_loads_with_new_marker_rows(wikihop_data):
     torch.testing.assert_close(embed[-4:], new_rows)
 
 
+@pytest.mark.device
 def test_wikihop_trains_and_validates_every_example(wikihop_data, tmp_path):
     text = run_logged([FAIRSEQ_TRAIN, wikihop_data, *TINY_FINETUNE_ARGS, "--task", "longformer_wikihop",
                        "--criterion", "longformer_wikihop", "--batch-size", "4", "--max-epoch", "2",
-                       "--optimizer", "adam", "--lr", "1e-3", "--dropout", "0", "--seed", "3", "--cpu",
+                       "--optimizer", "adam", "--lr", "1e-3", "--dropout", "0", "--seed", "3", *fp32_or_bf16_flag(),
                        "--num-workers", "0", "--log-format", "simple", "--log-interval", "1",
                        "--no-epoch-checkpoints", "--save-dir", tmp_path / "save"], tmp_path / "train.log", timeout=240)
     assert len(train_inner(text)) == 16  # 32 examples, batch 4, 2 epochs

@@ -1,0 +1,102 @@
+"""longformer-bench train-steps: whole training steps (AdamW, bf16 autocast, activation
+checkpointing off and on, the batch filling the GPU) of our longformer_base masked LM against
+transformers' LongformerForMaskedLM and a RoBERTa with dense SDPA attention at 4,096 tokens, the
+LED-large encoder at 16,384 and the char-LM at its longest phase: tokens/s, peak memory, MFU
+against the bf16 matmul rate measured in the same run. On the CPU the same code at tiny sizes.
+The measuring code is ``longformer_tools/bench/train_steps.py``; the FLOP count ``model_flops.py``.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import torch
+
+from ..bench import train_steps
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="longformer-bench train-steps", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="auto: cuda when available")
+    parser.add_argument("--size", choices=tuple(train_steps.SIZES), default=None,
+                        help="full (the real models; default on CUDA) or tiny (default on the CPU)")
+    parser.add_argument("--rows", default=",".join(train_steps.ROWS),
+                        help=f"comma-separated, from {','.join(train_steps.ROWS)} (default: all)")
+    parser.add_argument("--checkpointing", default="off,on", help="activation checkpointing: off, on or off,on")
+    parser.add_argument("--max-batch", type=int, default=None, help="largest batch tried (default 64 on CUDA, 1 on CPU)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed steps per row (default 5 on CUDA, 1 on CPU)")
+    parser.add_argument("--time-cap", type=float, default=60.0,
+                        help="seconds a row's batch search may take before it stops doubling (default 60)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads of torch during the run (default: 1 at the tiny sizes, torch's own otherwise)")
+    parser.add_argument("--out", default=None, help="write the JSON report here (a new file)")
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but torch.cuda.is_available() is False: use --device cpu")
+    args.size = args.size or ("full" if args.device == "cuda" else "tiny")
+    args.max_batch = args.max_batch or (64 if args.device == "cuda" else 1)
+    args.repeats = args.repeats or (5 if args.device == "cuda" else 1)
+    args.rows = [r for r in args.rows.split(",") if r]
+    unknown = sorted(set(args.rows) - set(train_steps.ROWS))
+    if unknown or not args.rows:
+        parser.error(f"--rows: unknown {','.join(unknown) or '(none given)'}; choose from {','.join(train_steps.ROWS)}")
+    modes = {"off": False, "on": True}
+    if any(m not in modes for m in args.checkpointing.split(",")):
+        parser.error(f"--checkpointing takes off, on or off,on, got {args.checkpointing!r}")
+    args.checkpointing = [modes[m] for m in args.checkpointing.split(",")]
+    if args.max_batch < 1 or args.repeats < 1:
+        parser.error("--max-batch and --repeats must be >= 1")
+    if args.out and os.path.exists(args.out):
+        parser.error(f"--out {args.out} exists: give a new file (nothing is overwritten)")
+    return args
+
+
+def _commit() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return os.environ.get("COMMIT") or (found.stdout.strip() if found.returncode == 0 else "unknown")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    started = time.time()
+    print(train_steps.HEADER)
+    threads = torch.get_num_threads()
+    environment = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "torch": torch.__version__, "python": platform.python_version(), "commit": _commit(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "load_average": os.getloadavg(),
+        "threads": args.threads or (1 if args.size == "tiny" else threads),
+        "command": "longformer-bench train-steps " + " ".join(sys.argv[2:] if argv is None else argv)}
+
+    def save(report: dict) -> None:  # after every row: a run cut short keeps what it measured
+        report["environment"] = dict(environment, seconds=round(time.time() - started, 1))
+        if args.out:
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+            with open(args.out + ".partial", "w") as f:
+                json.dump(report, f, indent=1)
+            os.replace(args.out + ".partial", args.out)
+
+    torch.set_num_threads(environment["threads"])
+    try:
+        report = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch, args.repeats,
+                                 args.time_cap, save=save)
+    finally:
+        torch.set_num_threads(threads)
+    save(report)
+    if args.out:
+        print(f"wrote {args.out}")
+    failed = [r for r in report["rows"] if r["status"] == "error"]
+    return 1 if failed else 0
