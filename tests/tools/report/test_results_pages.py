@@ -12,14 +12,15 @@ RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 def test_every_page_has_a_renderer_or_says_it_has_none():
     pages = {path.name for path in RESULTS.glob("*.md")}
     known = set(results_pages.RENDERERS) | set(results_pages.UNRENDERED)
-    assert pages == known, f"pages without a renderer: {sorted(pages - known)}; renderers without a page: " \
-                           f"{sorted(known - pages)}"
+    assert pages <= known, f"pages without a renderer: {sorted(pages - known)}"
+    missing = known - pages - set(results_pages.FIRST_WRITTEN_BY_REGENERATE)
+    assert not missing, f"renderers without a page: {sorted(missing)}"
     for page in results_pages.UNRENDERED:
         text = (RESULTS / page).read_text()
         assert results_pages.UNRENDERED_MARK in text and "commit" in text[:600], page
 
 
-@pytest.mark.parametrize("page", sorted(results_pages.RENDERERS))
+@pytest.mark.parametrize("page", results_pages.pages())
 def test_committed_page_is_rendered_from_its_data(page):
     rendered = results_pages.render(page)
     assert rendered == (RESULTS / page).read_text(), (
@@ -30,7 +31,7 @@ def test_committed_page_is_rendered_from_its_data(page):
 def test_every_rendered_page_names_where_it_was_measured():
     """The commit (and for benchmarks the machine and date) of each page's numbers; the GPU page
     names the commits of its leases and that they are older than main's kernels."""
-    for page in results_pages.RENDERERS:
+    for page in results_pages.pages():
         text = (RESULTS / page).read_text()
         if page == "gpu_h200.md":
             assert "older than main's" in text
