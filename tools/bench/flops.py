@@ -7,8 +7,8 @@ GPU, its convention in that module's docstring); its names are re-exported here 
 from dataclasses import dataclass
 from typing import List
 
-from longformer_kernels.flops import (FORWARD_BACKWARD, LayerFlops, attended_pairs, attention_flops,  # noqa: F401
-                                      band_pairs, band_row_pairs, layer_flops)
+from longformer_kernels import (FORWARD_BACKWARD, LayerFlops, attended_pairs, attention_flops,  # noqa: F401
+                                band_pairs, band_row_pairs, layer_flops)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Dict, List
 
-from longformer_kernels.flops import attention_flops
+from longformer_kernels import attention_flops
 
 CHECK_LINE = re.compile(r"^(\S+)\s+(fp32|fp16|bf16)\s+(\d\.\d)\s+(oracle_vs_reference|torch|triton)"
                         r"\s+(\S+)\s+(ok|FAIL.*)$")

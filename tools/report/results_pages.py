@@ -53,17 +53,9 @@ def _gpu() -> str:
 
 
 def _compile_table() -> str:
-    # compile_table sets TRITON_INTERPRET=0 when imported (it compiles for real GPUs); nothing
-    # of Triton is imported with it, but keep this process's setting for the kernels it runs later
-    saved = os.environ.get("TRITON_INTERPRET")
-    try:
-        from longformer_kernels import compile_table
-    finally:
-        if saved is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = saved
-    return compile_table.seed_page()
+    from longformer_kernels import triton_compile_page
+
+    return triton_compile_page()
 
 
 def _core_dropout() -> str:
