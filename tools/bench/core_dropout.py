@@ -3,8 +3,9 @@ dropout 0.1 (its mask fused in one native pass, and as eager tensor passes) agai
 timed in turn in one process.
 
     python -m longformer_tools.bench.core_dropout [--length 4096] [--rounds 15] [--threads 2]
-    python -m longformer_tools.bench.core_dropout --json docs/results/core_dropout.json --markdown docs/results/core_dropout.md
-    python -m longformer_tools.bench.core_dropout --replot docs/results/core_dropout.json --markdown docs/results/core_dropout.md
+    python -m longformer_tools.bench.core_dropout --json R/core_dropout.json --markdown R/core_dropout.md
+    python -m longformer_tools.bench.core_dropout --replot R/core_dropout.json --markdown R/core_dropout.md
+    (R = docs/results: the page scripts/regenerate_timings.sh writes)
 
 ``sliding_chunks_attention`` alone (no projections), fp32, B = 1, H = 12, D = 64, w = 256 by
 default, on the CPU. Each round times one call of each contender (each goes first in turn, so
@@ -31,6 +32,7 @@ from longformer_kernels import AttentionDropout, AttentionPattern, fused_dropout
 from ..report.provenance import provenance, provenance_line
 from .workers import wait_until_quiet
 
+PROG = "python -m longformer_tools.bench.core_dropout"
 # flags that say where to write, not what is measured: not in the page's command
 NOT_SETTINGS = ("json", "markdown", "replot")
 
@@ -129,20 +131,22 @@ def page(report: dict, json_path: str, markdown_path: str) -> str:
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in s.items())
     lines = [f"# Attention dropout's cost in the attention core (CPU, N = {s['length']:,})", "",
              "Written by this command (it measures again):", "", "```bash",
-             f"python -m longformer_tools.bench.core_dropout {flags} --json {json_path} --markdown {markdown_path}",
+             f"{PROG} {flags} --json {json_path} --markdown {markdown_path}",
              "```", "", "and re-rendered from the stored JSON, measuring nothing, by:", "", "```bash",
-             f"python -m longformer_tools.bench.core_dropout --replot {json_path} --markdown {markdown_path}", "```", "",
+             f"{PROG} --replot {json_path} --markdown {markdown_path}", "```", "",
              provenance_line(report.get("provenance")), "",
              f"`sliding_chunks_attention` forward+backward (no projections), fp32, B = 1, H = {s['heads']}, "
              f"D = {s['head_dim']}, w = {s['window']}, {s['threads']} threads; {s['rounds']} rounds, one call of "
              "each contender per round, each going first in turn. Ratios are taken per round; median (min-max) "
              "over the rounds.", "",
-             "| contender | fwd+bwd ms, median (min-max) | ratio to no dropout, median (min-max) | page faults per call |",
+             "| contender | fwd+bwd ms, median (min-max) | ratio to no dropout, median (min-max) "
+             "| page faults per call |",
              "|---|---:|---:|---:|"]
     base = [r["seconds"] for r in rounds["no dropout"]]
     for label, calls in rounds.items():
         ms = [1e3 * r["seconds"] for r in calls]
-        ratio = "" if label == "no dropout" else _median_range([r["seconds"] / b for r, b in zip(calls, base)], "{:.3f}")
+        ratios = [r["seconds"] / b for r, b in zip(calls, base)]
+        ratio = "" if label == "no dropout" else _median_range(ratios, "{:.3f}")
         lines.append(f"| {label} | {_median_range(ms, '{:,.1f}')} | {ratio} | "
                      f"{statistics.median(r['page_faults'] for r in calls):,.0f} |")
     return "\n".join(lines) + "\n"
