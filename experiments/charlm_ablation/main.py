@@ -188,6 +188,18 @@ def markdown(table: Dict[str, Dict], a, labels: Dict[str, str], patterns: Dict[s
 NOT_MEASURED = ("out", "kjv", "data", "parallel", "threads", "help")
 
 
+def _measured_flags(parser: argparse.ArgumentParser, a: argparse.Namespace) -> List[str]:
+    """The flags of ``a`` that differ from the parser's defaults and say what is measured."""
+    argv = []
+    for action in parser._actions:
+        value = getattr(a, action.dest, None)
+        if action.option_strings and action.dest not in NOT_MEASURED and value != action.default:
+            shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            if shown != str(action.default):
+                argv += [action.option_strings[-1], shown]
+    return argv
+
+
 def page(report: dict) -> str:
     """The page of a stored run (``ablation.json``: its table, checks, patterns and settings),
     from that JSON alone: docs/results/charlm_ablation_*.md are rendered again from theirs."""
@@ -196,13 +208,9 @@ def page(report: dict) -> str:
     patterns = {k: (v["window"], v["dilation"]) for k, v in report["patterns"].items()}
     mean_window = patterns["fixed"][0]
     labels = {key: label.format(top=a.top, bottom=a.bottom, mean=mean_window) for key, label in ROWS}
-    argv = []
-    for action in parser._actions:
-        value = getattr(a, action.dest, None)
-        if action.option_strings and action.dest not in NOT_MEASURED and value != action.default:
-            shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
-            if shown != str(action.default):
-                argv += [action.option_strings[-1], shown]
+    argv = report.get("argv")  # the command as run; older reports: rebuilt from the settings
+    if argv is None:
+        argv = _measured_flags(parser, a)
     return (markdown(report["table"], a, labels, patterns, report["checks"]) + "\n\n"
             + provenance_line(report.get("provenance")) + "\n\n" + regenerate_note(MODULE, argv) + "\n")
 
@@ -264,7 +272,7 @@ def main(argv: Optional[List[str]] = None) -> int:
               "patterns": {k: {"window": w, "dilation": d} for k, (w, d) in patterns.items()},
               "settings": vars(a), "unigram_bits_per_char": _unigram(data),
               "seconds": round(time.time() - started, 1), "load_average_at_end": os.getloadavg(),
-              "provenance": provenance()}
+              "provenance": provenance(), "argv": argv}
     text = page(report)
     (out / "ablation.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "ablation.md").write_text(text)
