@@ -14,12 +14,11 @@ SDPA and Flex use q, k, v for the global row too (one projection set; the cost i
 A contender that cannot run (missing, out of memory, no dropout, no CPU backward) is skipped
 with the reason; an error of the project's own implementations counts as a failure.
 
-Useful FLOPs (the convention): only the band counts. A head has N(2w+1) - w(w+1) query-key pairs
-(each query's 2w+1 window keys, less those beyond the ends), each 4D FLOPs forward (2D for
-q.k, 2D for p.v); backward is 2.5x forward, so forward+backward is 3.5x. Global rows and dense
-work outside the band are not counted: a dense contender's TFLOP/s is the band's work over
-its time. The fraction is of this GPU's matmul rate at the same dtype, measured in the same run
-(8192^3 on CUDA). Times: CUDA events, warmup, median of the repeats. Peak memory: the most the
+Useful FLOPs: ``flops.attention_flops``, the project's one count (its docstring states the
+convention: the band and the global rows and columns, 4D per pair and head forward,
+forward+backward 3x forward; a dense contender's TFLOP/s is the pattern's work over its time).
+The fraction is of this GPU's matmul rate at the same dtype, measured in the same run (8192^3 on
+CUDA). Times: CUDA events, warmup, median of the repeats. Peak memory: the most the
 call allocates beyond what was allocated before it (inputs excluded).
 """
 import statistics
@@ -31,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from .dropout import AttentionDropout
+from .flops import attention_flops
 from .pattern import AttentionMasks, AttentionPattern
 
 WINDOW, HEADS, HEAD_DIM = 256, 12, 64
@@ -47,17 +47,6 @@ OWN = ("triton", "torch")  # failures of these are errors; of the others, skips
 
 class Skip(Exception):
     """A contender that cannot run here; the message says why."""
-
-
-def band_pairs(length: int, window: int) -> int:
-    """Query-key pairs of a two-sided band of one head: N(2w+1) - w(w+1) (for w < N)."""
-    window = min(window, length - 1)
-    return length * (2 * window + 1) - window * (window + 1)
-
-
-def useful_flops(batch: int, heads: int, length: int, window: int, head_dim: int, backward: bool) -> float:
-    forward = 4.0 * head_dim * band_pairs(length, window) * batch * heads
-    return forward * (3.5 if backward else 1.0)
 
 
 def time_ms(fn: Callable, device: torch.device, warmup: int, repeats: int) -> float:
@@ -292,7 +281,7 @@ def run_benchmark(device: torch.device, smoke: bool, log, **only) -> dict:
                                 fn = contender(name, dict(shape, batch=batch), length, p_drop, is_global)
                                 row.update(measure(fn, inputs, 6 if name in OWN and n_global else 3, backward, device,
                                                    shape))
-                                flops = useful_flops(batch, heads, length, window, head_dim, backward)
+                                flops = attention_flops(batch, heads, length, head_dim, window, n_global, backward)
                                 row["tflops"] = flops / (row["ms"] * 1e-3) / 1e12
                                 row["fraction_of_matmul"] = row["tflops"] / rates[dtype_name]
                             except Skip as why:
@@ -311,8 +300,8 @@ def run_benchmark(device: torch.device, smoke: bool, log, **only) -> dict:
                             rows.append(row)
                             log(format_row(row))
                 del inputs
-    conventions = ("useful FLOPs: band only, N(2w+1) - w(w+1) pairs per head, 4D per pair forward, backward "
-                   "2.5x forward (fwd+bwd 3.5x); fraction: of the measured matmul rate at that dtype; "
+    conventions = ("useful FLOPs: longformer_kernels.flops.attention_flops (band and global rows/columns, 4D per "
+                   "pair and head forward, fwd+bwd 3x forward); fraction: of the measured matmul rate at that dtype; "
                    "peak MiB: allocated by the call beyond its inputs; ms: median of CUDA-event times")
     return dict(conventions=conventions, shape=shape, matmul_tflops=rates, flex_pattern_check=flex_check, rows=rows,
                 errors=errors)

@@ -108,6 +108,17 @@ longformer_auto_precision() {
   fi
 }
 
+# PRECISION=auto resolved (longformer_auto_precision) and checked, in place; shared by the shell
+# launchers and recipes/pretrain_hydra.sh, so both pick the same precision on the same GPUs.
+longformer_resolve_precision() {
+  [[ "$PRECISION" == auto ]] && PRECISION="$(longformer_auto_precision)"
+  case "$PRECISION" in
+    bf16 | memory-efficient-bf16 | fp16 | memory-efficient-fp16 | fp32) ;;
+    *) longformer_die "PRECISION=$PRECISION: must be auto, bf16, memory-efficient-bf16, fp16, memory-efficient-fp16 or fp32" ;;
+  esac
+  echo "precision: $PRECISION" >&2
+}
+
 # Checks the settings and fills UPDATE_FREQ, WORLD_SIZE and TRAIN_CMD (an array: the
 # fairseq-train command line). Needs NNODES and GPUS_PER_NODE from the launcher.
 longformer_build_command() {
@@ -137,7 +148,7 @@ longformer_build_command() {
   UPDATE_FREQ=$((SEQUENCES_PER_UPDATE / per_step))
   echo "tokens per update: $TOKENS_PER_SAMPLE tokens x $BATCH_PER_GPU per GPU x $WORLD_SIZE GPUs ($NNODES x $GPUS_PER_NODE) x update-freq $UPDATE_FREQ = $((TOKENS_PER_SAMPLE * BATCH_PER_GPU * WORLD_SIZE * UPDATE_FREQ))" >&2
 
-  [[ "$PRECISION" == auto ]] && PRECISION="$(longformer_auto_precision)"
+  longformer_resolve_precision
   local precision_args=()
   case "$PRECISION" in
     bf16) precision_args=(--bf16) ;;
@@ -145,9 +156,7 @@ longformer_build_command() {
     fp16) precision_args=(--fp16) ;;
     memory-efficient-fp16) precision_args=(--memory-efficient-fp16) ;;
     fp32) precision_args=() ;;
-    *) longformer_die "PRECISION=$PRECISION: must be auto, bf16, memory-efficient-bf16, fp16, memory-efficient-fp16 or fp32" ;;
   esac
-  echo "precision: $PRECISION" >&2
   local checkpoint_args=()
   case "$CHECKPOINT_ACTIVATIONS" in
     1) checkpoint_args=(--checkpoint-activations) ;;

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import longformer_experiments.charlm_ablation as package
 from longformer_experiments.runner import (KJV, PLUGIN, TRAIN_DONE, Run, compare, eval_lm_bits, markdown_table,
                                            ordering_verdict, regenerate_note, summarize)
+from longformer_tools.report.provenance import provenance, provenance_line
 
 MODULE = "longformer_experiments.charlm_ablation"
 
@@ -183,6 +184,37 @@ def markdown(table: Dict[str, Dict], a, labels: Dict[str, str], patterns: Dict[s
     return "\n".join(lines)
 
 
+# flags that say where and how fast to run, not what is measured: not in the page's command
+NOT_MEASURED = ("out", "kjv", "data", "parallel", "threads", "help")
+
+
+def _measured_flags(parser: argparse.ArgumentParser, a: argparse.Namespace) -> List[str]:
+    """The flags of ``a`` that differ from the parser's defaults and say what is measured."""
+    argv = []
+    for action in parser._actions:
+        value = getattr(a, action.dest, None)
+        if action.option_strings and action.dest not in NOT_MEASURED and value != action.default:
+            shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            if shown != str(action.default):
+                argv += [action.option_strings[-1], shown]
+    return argv
+
+
+def page(report: dict) -> str:
+    """The page of a stored run (``ablation.json``: its table, checks, patterns and settings),
+    from that JSON alone: docs/results/charlm_ablation_*.md are rendered again from theirs."""
+    parser = build_parser()
+    a = argparse.Namespace(**{**vars(parser.parse_args([])), "positions": "learned", **report["settings"]})
+    patterns = {k: (v["window"], v["dilation"]) for k, v in report["patterns"].items()}
+    mean_window = patterns["fixed"][0]
+    labels = {key: label.format(top=a.top, bottom=a.bottom, mean=mean_window) for key, label in ROWS}
+    argv = report.get("argv")  # the command as run; older reports: rebuilt from the settings
+    if argv is None:
+        argv = _measured_flags(parser, a)
+    return (markdown(report["table"], a, labels, patterns, report["checks"]) + "\n\n"
+            + provenance_line(report.get("provenance")) + "\n\n" + regenerate_note(MODULE, argv) + "\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__.split("\n")[0])
     p.add_argument("--out", default="work/charlm_ablation", help="work and result folder (runs/ recreated)")
@@ -236,13 +268,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         table[key] = {"values": values, **summarize(values),
                       "seconds": [job.seconds for job in jobs if job.row == key]}
     checks = ordering(table, len(a.seeds))
-    text = markdown(table, a, labels, patterns, checks) + "\n\n" + regenerate_note(MODULE, argv)
     report = {"table": table, "checks": checks, "verdict": verdict(checks), "paper_table4": PAPER,
               "patterns": {k: {"window": w, "dilation": d} for k, (w, d) in patterns.items()},
               "settings": vars(a), "unigram_bits_per_char": _unigram(data),
-              "seconds": round(time.time() - started, 1), "load_average_at_end": os.getloadavg()}
+              "seconds": round(time.time() - started, 1), "load_average_at_end": os.getloadavg(),
+              "provenance": provenance(), "argv": argv}
+    text = page(report)
     (out / "ablation.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "ablation.md").write_text(text + "\n")
+    (out / "ablation.md").write_text(text)
     print()
     print(text)
     print(f"\nwrote {out / 'ablation.md'} and {out / 'ablation.json'} in {time.time() - started:.0f} s")

@@ -14,6 +14,7 @@ from longformer_experiments.runner import KJV, PLUGIN, TRAIN_DONE, Run, regenera
 from longformer_experiments.table5_small.data import prepare_data
 from longformer_experiments.table5_small.scoring import mlm_bits
 from longformer_experiments.table5_small.table import PAPER, REQUIRED_CHECKS, markdown, shape_checks
+from longformer_tools.report.provenance import provenance, provenance_line
 
 MODULE = "longformer_experiments.table5_small"
 logger = logging.getLogger("table5")
@@ -64,7 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frozen-lr", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--results-page", metavar="PATH",
+                   help="also write the table as a results page here and its data beside it (PATH with .json), "
+                        "e.g. docs/results/table5_small.md")
     return p
+
+
+def page(report: dict) -> str:
+    """The table of a stored run (``table5.json``), its commit and machine and the command that
+    measures it again, from that JSON alone (docs/results/table5_small.md is rendered from its JSON)."""
+    a = argparse.Namespace(**report["settings"])
+    return (markdown(report["results"], a) + "\n\n" + provenance_line(report.get("provenance")) + "\n\n"
+            + regenerate_note(MODULE, report["argv"]) + "\n")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -154,16 +166,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     results["long"] = mlm_bits(out / "continued" / "checkpoint_last.pt", data, L4, a.seed, L)
     step("scored continued")
 
-    table = markdown(results, a) + "\n\n" + regenerate_note(MODULE, argv)
     checks = shape_checks(results)
     report = {
         "results": results, "paper_table5_base": PAPER, "checks": checks, "timings_s": timings,
-        "settings": {k: v for k, v in vars(a).items()},
+        "settings": {k: v for k, v in vars(a).items()}, "argv": argv, "provenance": provenance(),
         "notes": "MLM bits per masked token on held-out KJV books (every %d-th), %s vocabulary of %d; "
                  "RoBERTa scored on blocks of %d, Longformer on blocks of %d" % (a.valid_every, a.tokenizer, a.vocab, L, L4),
     }
+    table = page(report).rstrip("\n")
     (out / "table5.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "table5.md").write_text(table + "\n")
+    if a.results_page:
+        Path(a.results_page).with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+        Path(a.results_page).write_text(table + "\n")
     print(table)
     print("\nshape checks: " + ", ".join(
         f"{k}={'ok' if v else ('FAILED' if k in REQUIRED_CHECKS else 'no')}" for k, v in checks.items()))

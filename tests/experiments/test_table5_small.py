@@ -5,7 +5,7 @@ import os
 import subprocess
 
 from longformer_experiments.table5_small import table as t5_table
-from longformer_experiments.table5_small.main import build_parser
+from longformer_experiments.table5_small.main import build_parser, page
 from tests.conftest import REPO
 
 TABLE5 = REPO / "recipes" / "table5_small.sh"
@@ -48,3 +48,17 @@ def test_table5_shape_checks_decide_the_exit_status():
     args = build_parser().parse_args([])
     table = t5_table.markdown(paper, args)
     assert table.count("\n| ") == len(t5_table.ROWS) and "| 1.846 |" in table  # one line per row after the header
+
+
+def test_table5_page_is_rendered_from_its_report_alone():
+    """The page --results-page writes (docs/results/table5_small.md) comes from the stored report:
+    the table, where it was measured and the command as run."""
+    paper = {key: _bpc(value) for key, value in t5_table.PAPER.items()}
+    argv = ["--length", "16", "--results-page", "docs/results/table5_small.md"]
+    report = {"results": paper, "settings": vars(build_parser().parse_args(argv)), "argv": argv,
+              "provenance": {"commit": "abc123", "cpu": "some CPU", "date": "2026-11-26 22:00 UTC"}}
+    text = page(report)
+    assert text.startswith(t5_table.markdown(paper, build_parser().parse_args(argv)))
+    assert "Measured on commit abc123, some CPU, 2026-11-26 22:00 UTC." in text
+    assert text.rstrip().endswith("`python -m longformer_experiments.table5_small --length 16 --results-page "
+                                  "docs/results/table5_small.md` (from the repository root).")

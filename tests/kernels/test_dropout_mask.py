@@ -8,6 +8,7 @@ batch rows, seeds) at p = 0.5, where a dependence shows most. With a million pai
 of 0.005 gives chi2 = 25 (the failure line, a p-value of about 6e-7): the test can fail, and
 ``test_the_independence_test_catches_a_correlated_mask`` shows that it does.
 """
+import importlib.util
 import math
 
 import pytest
@@ -124,13 +125,22 @@ def _eager_keep_times(src, row_steps, group_steps, dropout):
     return src * keep_from_words_(words, torch.empty_like(src), dropout)
 
 
+def _require_fused():
+    """Fail (not skip, not pass) where the fused loops cannot run: every install of the tests has
+    the 'cpu' extra, so a missing numba is a broken environment, and without it the fused and
+    eager runs below would both be the eager passes."""
+    if importlib.util.find_spec("numba") is None:
+        pytest.fail("numba is missing: install the 'cpu' extra (pip install -e .[dev] has it)")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fused_loops_equal_the_eager_passes_bit_for_bit(dtype):
     """The numba loops (hash, compare and multiply in one pass; and the softmax backward with
     it) give exactly the eager passes' results, on row and group operands covering the whole
     int32 range, in place and not; a NaN or infinity in a dropped entry stays what x * 0 makes it."""
+    _require_fused()
     if not fused_keep.supports(torch.empty(0, dtype=dtype)):
-        pytest.fail("numba is missing: install the 'cpu' extra (pip install -e .[dev] has it)")
+        pytest.fail("the fused loops are switched off (LONGFORMER_FUSED_KEEP=0)")
     gen = torch.Generator().manual_seed(5)
     windows, chunk, width = 7, 12, 40
     row_steps = first_mix_step(torch.randint(-2 ** 31, 2 ** 31 - 1, (windows, chunk, 1), generator=gen,
@@ -173,13 +183,31 @@ def test_sliding_chunks_with_the_fused_mask_equals_the_eager_mask_exactly(causal
     is_global = None if causal else (torch.arange(300) % 97 == 0).expand(2, -1)  # causal has none
     masks = AttentionMasks(padding=torch.arange(300).expand(2, -1) >= torch.tensor([[300], [270]]),
                            is_global=is_global)
-    results = []
+    _require_fused()
+    calls = {"keep_times": 0, "softmax_grad_": 0}
+
+    def counted(name):
+        original = getattr(fused_keep, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return original(*args, **kwargs)
+        return wrapper
+
+    for name in calls:
+        monkeypatch.setattr(fused_keep, name, counted(name))
+    results, used_loops = [], []
     for fused in (False, True):
         monkeypatch.setattr(fused_keep, "ENABLED", fused)
+        before = dict(calls)
         out = sliding_chunks_attention(*inputs[:3], *(inputs[3:] if is_global is not None else [None] * 3),
                                        AttentionPattern(20, causal=causal), masks,
                                        dropout=AttentionDropout(0.2, 11))
         used = inputs if is_global is not None else inputs[:3]
         results.append([out.detach()] + list(torch.autograd.grad(out, used, grad_out)))
+        used_loops.append({name: calls[name] - before[name] for name in calls})
+    # the eager round ran no loop, the fused round ran both (forward and backward): the two
+    # results below really come from different code
+    assert all(n == 0 for n in used_loops[0].values()) and all(n > 0 for n in used_loops[1].values()), used_loops
     for eager, fused in zip(*results):
         assert torch.equal(eager, fused)

@@ -8,7 +8,8 @@ The interpreter is slow, hence small shapes, D = 16 and 32 x 32 tiles there (``b
 N = 97, 150 and 1025 still span 4, 5 and 33 query/key blocks, and 39 global tokens span two tiles.
 ``test_unequal_query_and_key_blocks`` covers BLOCK_M != BLOCK_N, as used on GPUs for D > 64, and
 ``test_gpu_tiles`` runs the tiles ``block_config`` picks for GPUs (64 x 64, 64 x 32) here too.
-Every case runs with and without attention dropout (the same ``AttentionDropout`` for Triton,
+Every case runs with and without attention dropout (in the interpreter the N = 300 cases without
+dropout in fp32 only, see ``_grid``) (the same ``AttentionDropout`` for Triton,
 the reference and the plain-PyTorch baseline), so the dropout hash is checked through the
 whole forward and backward, not only by ``test_dropout_hash_matches_torch``.
 
@@ -172,17 +173,24 @@ def _check_against_reference(case: Case, dtype: torch.dtype, dropout: Optional[A
         assert (triton_results[0][padded] == 0).all()
 
 
-# Every case with and without dropout, except N >= 300 (the slowest in the interpreter), run
-# with dropout only: the code without dropout is the same minus the mask.
-GRID = [pytest.param(case, dropout, id=case.name + ("-dropout" if dropout else ""))
-        for case in CASES for dropout in (None, DROPOUT)
-        if dropout is not None or case.length < 300]
+# Every case with and without dropout, in every dtype Triton runs in here (bf16 only on CUDA: the
+# interpreter computes bf16 on the raw bits; on a CPU the PyTorch path is checked in bf16 instead,
+# test_band_bias.py / test_production_configuration.py). The kernels compile a variant per dtype
+# and per DROPOUT constexpr, so the N = 300 cases' interior tiles (which run without a mask) are
+# checked with and without dropout. One combination is left to the GPU: in the interpreter, where
+# an N = 300 case takes 10-20 s, the interior tiles without dropout run in fp32 only; fp16 reaches
+# the same interior code with dropout, and the undropped fp16 path at N <= 150.
+def _grid():
+    for case in CASES:
+        for dropout in (None, DROPOUT):
+            for dtype in ACCELERATOR.triton_dtypes:
+                if ACCELERATOR.interpreter and case.length >= 300 and dropout is None and dtype != torch.float32:
+                    continue
+                name = case.name + ("-dropout" if dropout else "") + "-" + str(dtype).split(".")[-1]
+                yield pytest.param(case, dropout, dtype, id=name)
 
 
-# the dtypes Triton runs in here: bf16 only on CUDA (the interpreter computes bf16 on the raw bits;
-# on a CPU the PyTorch path is checked in bf16 instead, test_band_bias.py / test_production_configuration.py)
-@pytest.mark.parametrize("dtype", ACCELERATOR.triton_dtypes, ids=lambda d: str(d).split(".")[-1])
-@pytest.mark.parametrize("case, dropout", GRID)
+@pytest.mark.parametrize("case, dropout, dtype", list(_grid()))
 def test_matches_reference(case: Case, dropout: Optional[AttentionDropout], dtype: torch.dtype):
     _check_against_reference(case, dtype, dropout)
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.support.training import (
-    REFERENCE_UPDATES, RECIPES, TORCHRUN, assert_same_curve, devices_trained_on, dry_run, free_port,
+    REFERENCE_UPDATES, RECIPES, TORCHRUN, assert_same_curve, devices_trained_on, dry_run, fake_gpus, free_port,
     run_logged, split_command, subprocess_env, train_inner,
 )
 
@@ -27,30 +27,44 @@ import fairseq_longformer  # noqa: F401  (registers task/model/criterion)
 from fairseq.dataclass.initialize import add_defaults, hydra_init
 
 results = {}
-for config_dir, name, overrides in json.loads(sys.argv[1]):
+for label, config_dir, name, overrides in json.loads(sys.argv[1]):
     try:
         hydra_init(name)
         with initialize_config_dir(config_dir=config_dir, version_base=None):
             cfg = compose(config_name=name, overrides=overrides)
         add_defaults(cfg)
-        results[name] = OmegaConf.to_container(cfg, resolve=True)
+        results[label] = OmegaConf.to_container(cfg, resolve=True)
     except Exception as e:
-        results[name] = {"error": f"{type(e).__name__}: {e}"}
+        results[label] = {"error": f"{type(e).__name__}: {e}"}
 print(json.dumps(results, default=str))
 """
 OVERRIDES = ["task.data=/data", "checkpoint.finetune_from_model=/roberta.pt"]
 
 
+def hydra_launch(tmp_path, capabilities) -> list:
+    """The overrides recipes/pretrain_hydra.sh passes (DRY_RUN=1, PRECISION=auto) on GPUs of these
+    compute capabilities, after its --config-name."""
+    argv = dry_run("hydra", {"DATA": "/data", "ROBERTA_CKPT": "/roberta.pt", "PRECISION": "auto",
+                             **fake_gpus(tmp_path, capabilities)})
+    assert argv[argv.index("--config-dir") + 1] == str(HYDRA_DIR)
+    return argv[argv.index("--config-name") + 2:]
+
+
 @pytest.fixture(scope="module")
 def composed(tmp_path_factory):
-    """The composed configs: longformer_base, longformer_large, and "typo" (the base yaml with an
-    unknown key added, which must not compose)."""
+    """The composed configs: longformer_base, longformer_large, "typo" (the base yaml with an
+    unknown key added, which must not compose), and the base yaml with the overrides
+    recipes/pretrain_hydra.sh passes on an H100 ("launch_sm90") and on a V100 ("launch_sm70")."""
     text = (HYDRA_DIR / "longformer_base.yaml").read_text()
     assert "  clip_norm: 0\n" in text
     typo_dir = tmp_path_factory.mktemp("typo")
     (typo_dir / "typo.yaml").write_text(text.replace("  clip_norm: 0\n", "  clip_norm: 0\n  lrr: [1]\n"))
-    jobs = [[str(HYDRA_DIR), "longformer_base", OVERRIDES], [str(HYDRA_DIR), "longformer_large", OVERRIDES],
-            [str(typo_dir), "typo", OVERRIDES]]
+    jobs = [["longformer_base", str(HYDRA_DIR), "longformer_base", OVERRIDES],
+            ["longformer_large", str(HYDRA_DIR), "longformer_large", OVERRIDES],
+            ["typo", str(typo_dir), "typo", OVERRIDES]]
+    for capability in ("9.0", "7.0"):
+        launch = hydra_launch(tmp_path_factory.mktemp("gpus"), [capability])
+        jobs.append([f"launch_sm{capability.replace('.', '')}", str(HYDRA_DIR), "longformer_base", launch])
     proc = subprocess.run([sys.executable, "-c", _COMPOSE, json.dumps(jobs)], capture_output=True,
                           text=True, timeout=180, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -68,7 +82,7 @@ def test_hydra_config_has_the_shell_recipes_settings(composed, tmp_path, model):
     world = cfg["distributed_training"]["distributed_world_size"]
     _, _, flags = split_command(dry_run("single_node", {
         "MODEL": model, "GPUS_PER_NODE": world, "DATA": data, "ROBERTA_CKPT": tmp_path / "roberta.pt",
-        "PRECISION": "fp16"}))  # the yaml's; on GPUs of compute capability >= 8 both switch to bf16
+        "PRECISION": "fp16"}))  # the yaml's own; recipes/pretrain_hydra.sh sets it from PRECISION (below)
 
     tokens = (cfg["task"]["tokens_per_sample"] * cfg["dataset"]["batch_size"] * world
               * cfg["optimization"]["update_freq"][0])
@@ -100,6 +114,24 @@ def test_hydra_config_has_the_shell_recipes_settings(composed, tmp_path, model):
     assert cfg["distributed_training"]["ddp_backend"] == flags["--ddp-backend"]
     assert cfg["checkpoint"]["finetune_from_model"] == "/roberta.pt"
     assert cfg["checkpoint"]["restore_file"] == "checkpoint_last.pt"  # resume by default
+
+
+@pytest.mark.parametrize("launch,bf16", [("launch_sm90", True), ("launch_sm70", False)])
+def test_hydra_launcher_picks_the_precision_as_the_shell_recipes_do(composed, tmp_path, launch, bf16):
+    """PRECISION=auto: bf16 on compute capability >= 8.0 (H100), the yaml's fp16 below (V100), in
+    the composed config fairseq-hydra-train trains with, as the single-node launcher's flags."""
+    cfg = composed[launch]
+    assert "error" not in cfg, cfg.get("error")
+    assert cfg["common"]["bf16"] is bf16 and cfg["common"]["fp16"] is (not bf16)
+    assert cfg["task"]["data"] == "/data" and cfg["checkpoint"]["finetune_from_model"] == "/roberta.pt"
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dict.txt").write_text("a 1\n")
+    (tmp_path / "roberta.pt").write_bytes(b"")
+    _, _, flags = split_command(dry_run("single_node", {
+        "MODEL": "base", "GPUS_PER_NODE": 1, "DATA": data, "ROBERTA_CKPT": tmp_path / "roberta.pt",
+        "PRECISION": "auto", **fake_gpus(tmp_path, ["9.0" if bf16 else "7.0"])}))
+    assert (flags.get("--bf16") is True) is bf16 and (flags.get("--fp16") is True) is (not bf16)
 
 
 def test_a_typo_in_the_yaml_is_an_error(composed):

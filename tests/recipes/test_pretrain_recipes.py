@@ -3,7 +3,6 @@ the paper's settings, loud errors for bad settings, the command parses with fair
 parser, and a real single-node run on CPU: first launch loads the "RoBERTa" checkpoint with
 everything else reset, a second launch of the same command resumes instead."""
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -12,7 +11,8 @@ import sys
 import pytest
 
 from tests.conftest import REPO, TINY_MODEL_ARGS
-from tests.support.training import BIN, dry_run, launcher_flag, recipe, split_command, subprocess_env, train_inner
+from tests.support.training import (dry_run, fake_gpus, launcher_flag, recipe, split_command, subprocess_env,
+                                    train_inner)
 
 TOKENS_PER_UPDATE = 2**18
 
@@ -73,19 +73,6 @@ def test_bad_settings_stop_with_an_error(inputs, env, message):
     assert proc.returncode != 0
     assert message in proc.stderr
     assert proc.stdout == ""
-
-
-def fake_gpus(tmp_path, compute_capabilities=None) -> dict:
-    """PATH with an ``nvidia-smi`` that lists GPUs of these compute capabilities (None: one that
-    fails, as on a machine without a driver), ahead of the real one."""
-    folder = tmp_path / "fake_nvidia_smi"
-    folder.mkdir(exist_ok=True)
-    body = ("exit 9" if compute_capabilities is None
-            else "printf '%s\\n' " + " ".join(compute_capabilities))
-    script = folder / "nvidia-smi"
-    script.write_text(f"#!/bin/sh\n{body}\n")
-    script.chmod(0o755)
-    return {"PATH": f"{folder}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def test_the_papers_settings(inputs, tmp_path):

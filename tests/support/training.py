@@ -123,6 +123,7 @@ LAUNCHERS = {
     "single_node": "pretrain_single_node.sh",
     "torchrun": "pretrain_torchrun.sh",
     "slurm": "pretrain_slurm.sbatch",
+    "hydra": "pretrain_hydra.sh",
 }
 
 
@@ -136,6 +137,19 @@ def recipe(launcher: str, env: dict, timeout: float = 60) -> subprocess.Complete
     full_env.update({k: str(v) for k, v in env.items()})
     return subprocess.run(["bash", str(RECIPES / LAUNCHERS[launcher])], env=full_env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def fake_gpus(tmp_path, compute_capabilities=None) -> dict:
+    """PATH with an ``nvidia-smi`` that lists GPUs of these compute capabilities (None: one that
+    fails, as on a machine without a driver), ahead of the real one."""
+    folder = tmp_path / "fake_nvidia_smi"
+    folder.mkdir(exist_ok=True)
+    body = ("exit 9" if compute_capabilities is None
+            else "printf '%s\\n' " + " ".join(compute_capabilities))
+    script = folder / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def dry_run(launcher: str, env: dict) -> list:

@@ -3,6 +3,9 @@ dropout 0.1 (its mask fused in one native pass, and as eager tensor passes) agai
 timed in turn in one process.
 
     python -m longformer_tools.bench.core_dropout [--length 4096] [--rounds 15] [--threads 2]
+    python -m longformer_tools.bench.core_dropout --json R/core_dropout.json --markdown R/core_dropout.md
+    python -m longformer_tools.bench.core_dropout --replot R/core_dropout.json --markdown R/core_dropout.md
+    (R = docs/results: the page scripts/regenerate_timings.sh writes)
 
 ``sliding_chunks_attention`` alone (no projections), fp32, B = 1, H = 12, D = 64, w = 256 by
 default, on the CPU. Each round times one call of each contender (each goes first in turn, so
@@ -14,6 +17,8 @@ touched again, about a microsecond each on a 2-core VM). The seed changes every
 call, as in training. Waits for a quiet machine first (``--quiet-below`` busy cores).
 """
 import argparse
+import json
+import os
 import resource
 import statistics
 import sys
@@ -24,7 +29,12 @@ import torch
 
 from longformer_kernels import AttentionDropout, AttentionPattern, fused_dropout_mask, sliding_chunks_attention
 
+from ..report.provenance import provenance, provenance_line
 from .workers import wait_until_quiet
+
+PROG = "python -m longformer_tools.bench.core_dropout"
+# flags that say where to write, not what is measured: not in the page's command
+NOT_SETTINGS = ("json", "markdown", "replot")
 
 
 def one_call(q, k, v, pattern, grad_out, dropout) -> Tuple[float, int]:
@@ -48,9 +58,19 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quiet-below", type=float, default=0.5)
+    parser.add_argument("--json", metavar="PATH", help="also store every round's times and page faults here")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the results page (with --json or --replot)")
+    parser.add_argument("--replot", metavar="JSON", help="measure nothing: re-write --markdown from a stored run")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.rounds < 1 or not 0.0 < args.rate < 1.0:
         parser.error("--rounds must be >= 1 and --rate in (0, 1)")
+    if args.markdown and not (args.json or args.replot):
+        parser.error("--markdown needs --json (a new run) or --replot (a stored one): the page links its data")
+    if args.replot:
+        with open(args.replot) as handle:
+            report = json.load(handle)
+        write_page(report, args.replot, args.markdown)
+        return 0
     torch.set_num_threads(args.threads)
     busy = wait_until_quiet(args.quiet_below, 120.0)
     generator = torch.Generator().manual_seed(0)
@@ -93,7 +113,53 @@ def main(argv=None) -> int:
             line += (f"; ratio to no dropout per round: median {statistics.median(ratios):.3f}, "
                      f"range {min(ratios):.3f} .. {max(ratios):.3f}")
         print(line)
+    if args.json:
+        report = {"settings": {k: v for k, v in vars(args).items() if k not in NOT_SETTINGS},
+                  "busy_cores_at_start": busy, "fused": fused, "provenance": provenance(),
+                  "rounds": {label: [{"seconds": t, "page_faults": f} for t, f in runs[label]] for label in labels}}
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+        with open(args.json, "w") as handle:
+            json.dump(report, handle, indent=1)
+        write_page(report, args.json, args.markdown)
     return 0
+
+
+def page(report: dict, json_path: str, markdown_path: str) -> str:
+    """The results page of a stored run: per contender the median (min-max) time of a call and
+    its ratio to no dropout per round, and the page faults per call."""
+    s, rounds = report["settings"], report["rounds"]
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in s.items())
+    lines = [f"# Attention dropout's cost in the attention core (CPU, N = {s['length']:,})", "",
+             "Written by this command (it measures again):", "", "```bash",
+             f"{PROG} {flags} --json {json_path} --markdown {markdown_path}",
+             "```", "", "and re-rendered from the stored JSON, measuring nothing, by:", "", "```bash",
+             f"{PROG} --replot {json_path} --markdown {markdown_path}", "```", "",
+             provenance_line(report.get("provenance")), "",
+             f"`sliding_chunks_attention` forward+backward (no projections), fp32, B = 1, H = {s['heads']}, "
+             f"D = {s['head_dim']}, w = {s['window']}, {s['threads']} threads; {s['rounds']} rounds, one call of "
+             "each contender per round, each going first in turn. Ratios are taken per round; median (min-max) "
+             "over the rounds.", "",
+             "| contender | fwd+bwd ms, median (min-max) | ratio to no dropout, median (min-max) "
+             "| page faults per call |",
+             "|---|---:|---:|---:|"]
+    base = [r["seconds"] for r in rounds["no dropout"]]
+    for label, calls in rounds.items():
+        ms = [1e3 * r["seconds"] for r in calls]
+        ratios = [r["seconds"] / b for r, b in zip(calls, base)]
+        ratio = "" if label == "no dropout" else _median_range(ratios, "{:.3f}")
+        lines.append(f"| {label} | {_median_range(ms, '{:,.1f}')} | {ratio} | "
+                     f"{statistics.median(r['page_faults'] for r in calls):,.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _median_range(values, spec: str) -> str:
+    return f"{spec.format(statistics.median(values))} ({spec.format(min(values))}-{spec.format(max(values))})"
+
+
+def write_page(report: dict, json_path: str, markdown_path) -> None:
+    if markdown_path:
+        with open(markdown_path, "w") as handle:
+            handle.write(page(report, json_path, markdown_path))
 
 
 if __name__ == "__main__":

@@ -1,79 +1,14 @@
-"""Useful floating-point operations of one self-attention call of ``longformer-bench``, and the
-matmul shapes whose measured speed is the machine's limit for that work (``matmul_limit``).
+"""The matmul shapes whose measured speed is the machine's limit for one self-attention call of
+``longformer-bench`` (``matmul_limit``), weighted by the useful FLOPs each stands for.
 
-Useful FLOPs are what the layer's function needs, whatever a contender computes on the way
-(dense SDPA scores all N x N pairs, the PyTorch path c x L per chunk, both more than the pattern
-holds): multiply-adds count 2.
-
-  projections  q, k, v over all N rows: 3 * 2*B*N*C*C; with G > 0 global tokens also k_g, v_g over
-               all N rows and q_g over the G global rows (2 * 2*B*N*C*C + 2*B*G*C*C); with the
-               output projection 2*B*N*C*C more.
-  pairs        every attended (query i, key j): the band |i - j| <= w inside 0 <= i, j < N, plus
-               the global rows and columns (the benchmark's G global tokens are the first G
-               positions), each pair counted once (``attended_pairs``). A pair costs 4*D per
-               head: 2*D for q.k and 2*D for p.v, so B * pairs * 4*C for all heads.
-  backward     twice the forward (two matmuls per forward matmul), forward+backward = 3x forward.
-
-Shapes: B batch, N length, H heads, D head dim, C = H*D, w one-sided window, G global tokens.
-Pure arithmetic, no torch: the unit test checks the pair count against a brute-force count.
+The FLOP count itself is ``longformer_kernels.flops`` (one function for every benchmark, CPU and
+GPU, its convention in that module's docstring); its names are re-exported here for the CPU tools.
 """
 from dataclasses import dataclass
 from typing import List
 
-
-def band_pairs(length: int, window: int) -> int:
-    """Pairs (i, j), 0 <= i, j < N, with |i - j| <= w. Each of the N rows has 2w + 1 keys but the
-    first and last w rows lose 1, 2, .., w at the sequence ends: N*(2w + 1) - w*(w + 1), with w
-    at most N - 1 (a wider window sees nothing more)."""
-    window = min(window, max(length - 1, 0))
-    return length * (2 * window + 1) - window * (window + 1)
-
-
-def band_row_pairs(row: int, length: int, window: int) -> int:
-    """Keys of row i in the band: positions max(0, i - w) .. min(N - 1, i + w)."""
-    return min(row + window, length - 1) - max(row - window, 0) + 1
-
-
-def attended_pairs(length: int, window: int, global_tokens: int) -> int:
-    """Pairs (i, j) some query attends: the band, plus every pair in a global row or column (the
-    first G positions), each pair once. The global rows and columns hold 2*G*N - G*G pairs;
-    those of them that lie in the band are already in it: G band rows, G band columns, less the
-    G x G corner counted in both."""
-    glob = min(global_tokens, length)
-    in_global_rows = sum(band_row_pairs(i, length, window) for i in range(glob))
-    overlap = 2 * in_global_rows - band_pairs(glob, window)
-    return band_pairs(length, window) + 2 * glob * length - glob * glob - overlap
-
-
-@dataclass(frozen=True)
-class LayerFlops:
-    """Useful FLOPs of one forward call: ``projections`` (every Linear of the layer) and ``pairs``
-    (q.k and p.v of every attended pair, half each)."""
-
-    projections: int
-    pairs: int
-
-    @property
-    def forward(self) -> int:
-        return self.projections + self.pairs
-
-    @property
-    def forward_backward(self) -> int:
-        return 3 * self.forward
-
-
-def layer_flops(batch: int, length: int, heads: int, head_dim: int, window: int, global_tokens: int,
-                output_projection: bool = False) -> LayerFlops:
-    """The useful FLOPs of one call of the layer (see the module docstring)."""
-    hidden = heads * head_dim
-    glob = min(global_tokens, length)
-    rows = 3 * length  # q, k, v: C x C per row each
-    if glob:
-        rows += 2 * length + glob  # k_g, v_g over every row, q_g over the global rows
-    if output_projection:
-        rows += length
-    return LayerFlops(projections=2 * batch * rows * hidden * hidden,
-                      pairs=4 * hidden * batch * attended_pairs(length, window, glob))
+from longformer_kernels import (FORWARD_BACKWARD, LayerFlops, attended_pairs, attention_flops,  # noqa: F401
+                                band_pairs, band_row_pairs, layer_flops)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import os
 import shlex
 from typing import List, Optional, Sequence
 
+from ..report.provenance import provenance_line
 from .ratios import limit_lines, row_order
 
 # flags that say what to do with a run, not how it was measured: never part of the command
@@ -75,11 +76,52 @@ def _header(title: str, prog: str, parser, report: dict, json_path: str, markdow
         "```", "",
         f"Data: [{os.path.basename(json_path)}]({os.path.relpath(json_path, os.path.dirname(markdown_path) or '.')}) "
         "(every timed call, the settings, the environment). Machine: " + (machine or "not recorded") + ".", "",
+        provenance_line(report.get("provenance")), "",
         f"Speedup = {report.get('speedup_definition', 'baseline time / this time (> 1: this is faster)')}; "
         f"memory ratio = {report.get('memory_ratio_definition', 'this peak / baseline peak (< 1: this uses less)')}. "
         "Times are medians of the timed calls in ms; peaks in MB, each measured in a fresh process."
         + (f" (This file's ratios: {report['ratios_note']}.)" if report.get("ratios_note") else ""), "",
     ]
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _spread(values: Optional[Sequence[float]], spec: str, unit: str = "") -> str:
+    """"median (min-max)" of the timed calls, or "-" without any."""
+    if not values:
+        return "-"
+    text = lambda v: spec.format(v) + unit  # noqa: E731
+    return f"{text(_median(values))} ({text(min(values))}-{text(max(values))})"
+
+
+def _timed(row: dict) -> str:
+    """fwd+bwd ms of a row: "median (min-max)" over its timed calls, the median alone with one."""
+    calls = row.get("fwd_bwd_ms_all") or []
+    return _spread(calls, "{:,.0f}") if len(calls) > 1 else _number(row["fwd_bwd_ms"])
+
+
+def _limit(row: dict, limits: Sequence[dict]) -> str:
+    """The row's fraction of the matmul limit: "median (min-max)" over the rounds, else the stored one."""
+    rounds = limit_fractions(row, limits) or []
+    if len(rounds) > 1 and row.get("fraction_of_limit_fwd_bwd"):
+        return _spread([100 * f for f in rounds], "{:.0f}", "%")
+    return _number(row.get("fraction_of_limit_fwd_bwd"), "{:.0%}")
+
+
+def limit_fractions(row: dict, limits: Sequence[dict]) -> Optional[List[float]]:
+    """The row's fraction of the matmul limit in each round of forward+backward calls: the limit
+    worker's time for the same useful FLOPs over the row's time, round by round (the workers run
+    round-robin, so call i of each is one round). None where the run stored no per-call times."""
+    limit = next((m for m in limits if (m["length"], m["global_tokens"]) == (row["length"], row["global_tokens"])),
+                 None)
+    mine, theirs = row.get("fwd_bwd_ms_all"), (limit or {}).get("fwd_bwd_ms_all")
+    if not mine or not theirs or len(mine) != len(theirs):
+        return None
+    return [limit_ms / ms for limit_ms, ms in zip(theirs, mine)]
 
 
 def _notes(rows: Sequence[dict]) -> List[str]:
@@ -100,9 +142,11 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
               "projections to the heads' output" + (" and the output projection" if s.get("output_projection") else "")
               + ". Contenders: dense = SDPA with the pattern as a boolean mask, torch / triton = this project's "
               "module, hf = transformers' LongformerSelfAttention; p = their attention-dropout rate (training "
-              "mode), speedups against the baselines at the same p. Useful GFLOP/s: the layer's useful FLOPs "
-              "of a forward+backward over its time; of limit: that over the machine's matmul limit, plain "
-              "matmuls at the layer's shapes timed in the same run.", ""]
+              "mode), speedups against the baselines at the same p. fwd+bwd ms: median (min-max) of the "
+              f"{s['repeats']} timed calls. Useful GFLOP/s: the layer's useful FLOPs (longformer_kernels.flops) "
+              "of a forward+backward over its median time; of limit: the matmul limit's time for the same "
+              "work (plain matmuls at the layer's shapes, timed in the same rounds) over the layer's, median "
+              "(min-max) over the rounds.", ""]
     if png_path:
         relative = os.path.relpath(png_path, os.path.dirname(markdown_path) or ".")
         lines += [f"![time and peak memory against sequence length]({relative})", ""]
@@ -118,13 +162,13 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
             lines.append("| " + " | ".join([
                 f"{row['length']:,}", row["impl"], _number(row.get("dropout"), "{:g}"), row["status"],
                 _number(row["fwd_ms"]),
-                _number(row["fwd_bwd_ms"]), _number(row["peak_fwd_mb"]), _number(row["peak_fwd_bwd_mb"]),
+                _timed(row), _number(row["peak_fwd_mb"]), _number(row["peak_fwd_bwd_mb"]),
                 _number(ratios.get("fwd_bwd_speedup_vs_hf"), "{:.2f}"),
                 _number(ratios.get("fwd_bwd_speedup_vs_dense"), "{:.2f}"),
                 _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_hf"), "{:.2f}"),
                 _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_dense"), "{:.2f}"),
                 _number(row.get("useful_gflops_fwd_bwd"), "{:.1f}"),
-                _number(row.get("fraction_of_limit_fwd_bwd"), "{:.0%}")]) + " |")
+                _limit(row, report.get("matmul_limits", []))]) + " |")
         limits = limit_lines(block)
         lines += [""] + ([f"Matmul limit at {'; '.join(limits)}.", ""] if limits else [])
     lines += _notes(rows)
@@ -139,21 +183,25 @@ def model_page(report: dict, parser, prog: str, title: str, order: Sequence[str]
     lines = _header(title, prog, parser, report, json_path, markdown_path)
     checks = report.get("loss_checks")
     if checks:
-        lines += ["Before timing, both models' losses on the same characters (eval mode): " + "; ".join(
-            f"N = {int(n):,}: {c['longformer_loss']:.6f} against {c['dense_loss']:.6f} nats "
-            f"(|difference| {c['difference']:.1e})" for n, c in checks.items()) + ".", ""]
+        theirs = lambda c: c.get("dense_loss", c.get("transformers_loss"))  # noqa: E731
+        lines += ["Before timing, both models' losses on the same inputs (eval mode): " + "; ".join(
+            f"N = {int(n):,}: {c['longformer_loss']:.6f} against {theirs(c):.6f} nats "
+            f"(|difference| {abs(c['longformer_loss'] - theirs(c)):.1e})" for n, c in checks.items()) + ".", ""]
     check = report.get("check")
     if check:
         lines += [f"Before timing, both encoders at N = {check['length']} (inside the window): largest "
                   f"|{model} - {baseline}| = {check['max_abs_diff']:.1e}.", ""]
-    lines += [f"| N | {'model' if prog.endswith('lm') else 'encoder'} | status | {step} ms | fwd ms | {step} MB | "
+    lines += [f"{step} ms: median (min-max) of the {report['settings'].get('repeats', '?')} timed calls; the "
+              "ratios from the medians.", "",
+              f"| N | {'encoder' if prog.endswith('led') else 'model'} | status | {step} ms | fwd ms | {step} MB | "
               f"fwd MB | speedup ({baseline} / {model} time) | memory ratio ({model} / {baseline} peak) | "
               "fwd speedup | fwd memory ratio |",
               "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in sorted(report["results"], key=lambda r: (r["length"], order.index(r["impl"]))):
         r = row["ratios"]
         lines.append("| " + " | ".join([
-            f"{row['length']:,}", row["impl"], row["status"], _number(row["fwd_bwd_ms"]), _number(row["fwd_ms"]),
+            f"{row['length']:,}", row["impl"], row["status"],
+            _timed(row), _number(row["fwd_ms"]),
             _number(row["peak_fwd_bwd_mb"]), _number(row["peak_fwd_mb"]),
             _number(r.get("fwd_bwd_speedup"), "{:.2f}"), _number(r.get("fwd_bwd_mem_ratio"), "{:.2f}"),
             _number(r.get("fwd_speedup"), "{:.2f}"), _number(r.get("fwd_mem_ratio"), "{:.2f}")]) + " |")

@@ -12,6 +12,7 @@ import torch
 from ..bench.measure import MEMORY_HELP
 from ..bench.ratios import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
 from ..bench.workers import default_memory_limit_mb
+from ..report.provenance import provenance
 
 
 def int_list(text: str):
@@ -134,7 +135,8 @@ def write_report(args, rows, started: float, environment: Optional[dict] = None,
             "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
             "seconds": round(time.time() - started, 1)}
     info.update(environment or {})
-    report = {"settings": settings(args), **sections, "environment": info, "memory_method": MEMORY_HELP,
+    report = {"settings": settings(args), **sections, "environment": info, "provenance": provenance(),
+              "memory_method": MEMORY_HELP,
               "speedup_definition": SPEEDUP_DEFINITION, "memory_ratio_definition": MEMORY_RATIO_DEFINITION,
               "results": rows}
     path = os.path.join(args.out_dir, args.name + ".json")

@@ -11,7 +11,7 @@ masked) are compared in eval mode and the run stops with exit status 1 when they
 than --loss-tolerance (relative); then peak memory of each in a fresh process, then the two timed
 side by side, round-robin (``longformer_tools/bench/``: ``mlm_step``, ``workers``, ``measure``).
 Writes the table (seconds per step, tokens per second, our speedup) to stdout and
-``<out-dir>/<name>.json``.
+``<out-dir>/<name>.json``, and with --markdown PATH the results page (--replot JSON re-renders it).
 """
 import argparse
 import os
@@ -21,7 +21,9 @@ import time
 from ..bench.measure import MEMORY_HELP
 from ..bench.mlm_step import MODELS, MLMStepCase, format_rows, import_models, loss_check, ratio_rows
 from ..bench.workers import run_side_by_side
-from .bench_args import add_run_arguments, check_dropout, check_run_arguments, memory_limit_mb, write_report
+from ..bench import results_page
+from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_page_path, check_run_arguments,
+                         load_report, memory_limit_mb, replot_model_report, write_report)
 
 PROG = "longformer-bench-mlm"
 
@@ -50,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--loss-tolerance", type=float, default=1e-4,
                         help="largest |our loss - transformers' loss| / transformers' loss accepted before timing")
     parser.add_argument("--seed", type=int, default=0)
+    add_page_arguments(parser)
     return parser
 
 
@@ -66,13 +69,27 @@ def parse_args(argv=None):
         parser.error(f"--vocab must be >= 6 (fairseq's 4 specials, <mask> and a word), got {args.vocab}")
     check_dropout(parser, "--dropout", [args.dropout])
     check_dropout(parser, "--attention-dropout", [args.attention_dropout])
+    try:
+        check_page_path(args)
+    except ValueError as error:
+        parser.error(str(error))
     return args
+
+
+def page(report: dict, json_path: str, markdown_path: str) -> str:
+    """The results page of a stored run (``bench.results_page``)."""
+    s = report["settings"]
+    title = (f"Masked-LM training step, {s['layers']} layers x {s['hidden']}, {s['heads']} heads, w = {s['window']}, "
+             f"vocabulary {s['vocab']:,}: ours against transformers' LongformerForMaskedLM")
+    return results_page.model_page(report, build_parser(), PROG, title, MODELS, json_path, markdown_path, step="step")
 
 
 def main(argv=None) -> int:
     from tqdm import tqdm
 
     args = parse_args(argv)
+    if args.replot:
+        return replot_model_report(PROG, args.replot, MODELS, format_rows, page, args.markdown)
     try:
         import_models()  # fail now, not after the first model is built
     except ImportError as error:
@@ -113,7 +130,9 @@ def main(argv=None) -> int:
     print()
     print(format_rows(rows))
     path = write_report(args, rows, started, loss_checks=checks)
-    print(f"\nwrote {path}")
+    if args.markdown:
+        results_page.write_page(page(load_report(path, MODELS), path, args.markdown), args.markdown)
+    print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
     return 0
 
 

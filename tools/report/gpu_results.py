@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Dict, List
 
+from longformer_kernels import attention_flops
+
 CHECK_LINE = re.compile(r"^(\S+)\s+(fp32|fp16|bf16)\s+(\d\.\d)\s+(oracle_vs_reference|torch|triton)"
                         r"\s+(\S+)\s+(ok|FAIL.*)$")
 LABELS = {"triton": "ours, Triton", "torch": "ours, PyTorch path", "flex": "FlexAttention (global mask read from a tensor)",
@@ -141,6 +143,15 @@ def bench_rows(folder: Path) -> List[dict]:
     return rows
 
 
+def useful_tflops(row: dict) -> float:
+    """The row's useful TFLOP/s by the project's one count (``longformer_kernels.flops``), from
+    its time: the stored ``tflops`` of runs before that count (band only, fwd+bwd 3.5x) is not used."""
+    backward = row["passes"] == "fwd+bwd"
+    useful = attention_flops(row["batch"], row["heads"], row["length"], row["head_dim"], row["window"],
+                             row["globals"], backward)
+    return useful / (row["ms"] * 1e-3) / 1e12
+
+
 def _cell(row) -> str:
     if row is None:
         return "-"
@@ -165,7 +176,8 @@ def bench_table(rows: List[dict], dtype: str) -> List[str]:
         speed = "-"
         flex = dense = "-"
         if ours and "ms" in ours:
-            speed = f"{ours['tflops']:.0f} ({ours['fraction_of_matmul']:.1%})"
+            tflops = useful_tflops(ours)
+            speed = f"{tflops:.0f} ({tflops / ours['matmul']:.1%})"
             if "ms" in by.get("flex", {}):
                 flex = f"{by['flex']['ms'] / ours['ms']:.2f}"
             if "ms" in by.get("sdpa_flash", {}):
@@ -240,17 +252,33 @@ def main(argv=None) -> int:
     parser.add_argument("--device", required=True)
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
     args = parser.parse_args(argv)
-    logs = sorted(args.folder.glob("lease*.log"))
+    figure1(bench_rows(args.folder), args.out / "figure1_cuda.json", args.out / "figure1_cuda.png", args.device)
+    (args.out / "gpu_h200.md").write_text(page(args.folder, args.device))
+    return 0
+
+
+# The commits whose kernels each lease ran (from git's history: the GPU machines record no commit).
+# Main's kernels are newer than all of them: nothing since has run on a GPU.
+LEASE_COMMITS = (
+    "Which kernels ran (the leases recorded no commit; from git's history): leases 1 and 2 (`bench_bf16.json`, "
+    "`bench_fp16.json`, the tile sweeps) ran the kernels of commit 30e53a1 with the changes committed as "
+    "89eac93; lease 3 those of 340805b with the changes committed as fbd6e03; lease 4 timed 340805b against "
+    "fbd6e03's forward. **Every number on this page describes kernels older than main's**: 13af8cd (global-key "
+    "tiles of 16 slots in the band forward and dq) and later changes have not run on a GPU.")
+
+
+def page(folder: Path, device: str) -> str:
+    """The page's markdown, from the files in ``folder`` alone (the test renders it again)."""
+    logs = sorted(folder.glob("lease*.log"))
     checks = check_results(logs)
-    rows = bench_rows(args.folder)
-    figure1(rows, args.out / "figure1_cuda.json", args.out / "figure1_cuda.png", args.device)
+    rows = bench_rows(folder)
     passed = sum(v["result"] == "ok" for v in checks.values())
     failed = [(k, v) for k, v in checks.items() if v["result"] != "ok"]
-    page = [f"# The attention on a GPU: {args.device}", "",
+    page = [f"# The attention on a GPU: {device}", "",
             "Built by `python -m longformer_tools.report.gpu_results docs/results/gpu_h200 --device \"NVIDIA H200\"` "
             "from the files four leases brought back (`gpu_h200/`: the logs of `scripts/gpu_round.sh` and of the "
             "later leases' scripts `lease2.sh` to `lease4.sh`, the benchmark and tile-sweep JSONs). Nothing on "
-            "this page was measured on the CPU.", "",
+            "this page was measured on the CPU.", "", LEASE_COMMITS, "",
             "## Checks", "",
             f"{passed} check lines passed, {len(failed)} failed (one line: one implementation, case, dtype and "
             "dropout, all seven tensors; error ||x - x64|| / ||x64|| against the PyTorch path in float64, "
@@ -277,21 +305,21 @@ def main(argv=None) -> int:
             matmul = next(r["matmul"] for r in rows if r["dtype"] == dtype)
             page += ["", f"## Benchmark, {dtype} (matmul 8192^3 in the same run: {matmul:.0f} TFLOP/s)", "",
                      "H = 12, D = 64, w = 256, G global tokens (the first G of each row), no padding; median of 5 "
-                     "CUDA-event timings after 3 warm-ups. TFLOP/s counts the band only (N(2w+1) - w(w+1) pairs per "
-                     "head, 4D FLOPs each forward, backward 2.5x). `skipped`: FlexAttention has no attention "
+                     "CUDA-event timings after 3 warm-ups. TFLOP/s: useful FLOPs by the project's one count "
+                     "(`longformer_kernels.flops`: the band and the global rows and columns, 4D FLOPs per pair and "
+                     "head forward, forward+backward 3x) over the time. `skipped`: FlexAttention has no attention "
                      "dropout. Flex / ours, dense / ours: their time over ours (above 1: ours is faster). "
                      "FlexAttention here read the global tokens from a tensor in its mask, also at G = 0, which "
                      "made its forward 14x slower than the band alone (lease 4, below): its column overstates "
                      "its cost.", ""]
             page += bench_table(rows, dtype)
-    page += later_leases(args.folder)
-    for path in sorted(args.folder.glob("tune_round*.json")):
+    page += later_leases(folder)
+    for path in sorted(folder.glob("tune_round*.json")):
         page += ["", f"## Tile sweep ({path.stem.replace('_', ' ')}): device ms per call of each kernel", "",
                  "bf16, B = 8, N = 16,384, w = 256, D = 64, G = 8, no dropout; every kernel launched with the "
                  "row's tiles; median of 5 profiled calls (torch.profiler). Bold: the kernel's best.", ""]
         page += tune_table(path)
-    (args.out / "gpu_h200.md").write_text("\n".join(page) + "\n")
-    return 0
+    return "\n".join(page) + "\n"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ One smoke run of the console script at tiny lengths, at two attention-dropout ra
 every case is measured, that the contenders compute the same function and that every row's useful
 GFLOP/s and fraction of the matmul limit follow from its time; then --replot, the missing optional
 matplotlib and the flags' defaults and refusals. (Ratios, tables and the plot on known numbers:
-bench/test_ratios.py; the FLOP counts: bench/test_flops.py.)
+bench/test_ratios.py; the FLOP counts: tests/kernels/test_flops.py and bench/test_limit_shapes.py.)
 """
 import json
 import subprocess

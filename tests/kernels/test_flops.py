@@ -1,10 +1,10 @@
-"""``flops``: the useful work of one attention call, counted against brute force on small sizes,
-and the matmul shapes of the limit weighted so that they stand for exactly that work."""
+"""``flops``: the one count of useful attention FLOPs (CPU and GPU benchmarks), checked against
+brute force on small sizes."""
 import itertools
 
 import pytest
 
-from longformer_tools.bench import flops
+from longformer_kernels import flops
 
 
 def brute_force_pairs(length, window, global_tokens):
@@ -37,17 +37,12 @@ def test_layer_flops_by_hand():
     assert plain.projections == 2 * 30 * 36 and plain.pairs == 4 * 6 * (10 * 3 - 2)
 
 
-def test_limit_shapes_stand_for_the_layers_work():
-    """Forward weights add up to the forward's useful FLOPs, backward weights to twice that; the
-    band shapes are the PyTorch path's (c = max(w // 4, 32), L = c + 2w)."""
-    shapes = {s.name: s for s in flops.limit_shapes(1, 4096, 12, 64, 256, 8, output_projection=False)}
-    counted = flops.layer_flops(1, 4096, 12, 64, 256, 8)
-    assert sum(s.forward_weight for s in shapes.values()) == counted.forward
-    assert sum(s.backward_weight for s in shapes.values()) == 2 * counted.forward
-    assert (shapes["projection"].m, shapes["projection"].k, shapes["projection"].n) == (4096, 768, 768)
-    scores = shapes["band scores"]
-    assert (scores.batch, scores.m, scores.k, scores.n) == (12 * 4096 // 64, 64, 64, 64 + 512)
-    mixing = shapes["band mixing"]
-    assert (mixing.m, mixing.k, mixing.n) == (64, 576, 64) and scores.flops == mixing.flops
-    # small windows: L rounds c + 2w up to whole chunks, as the layout does
-    assert flops.band_chunk(128, 8) == (32, 64) and flops.band_chunk(64, 40) == (32, 128)
+def test_attention_flops_is_the_pairs_count_for_every_benchmark():
+    """The core's count (GPU benchmark) is the layer's pair term (CPU benchmark), forward+backward
+    3x the forward, global rows and columns included."""
+    for glob in (0, 8):
+        core = flops.attention_flops(2, 12, 4096, 64, 256, glob)
+        assert core == flops.layer_flops(2, 4096, 12, 64, 256, glob).pairs
+        assert flops.attention_flops(2, 12, 4096, 64, 256, glob, backward=True) == 3 * core
+    assert flops.attention_flops(1, 1, 16, 4, 2) == 4 * 4 * brute_force_pairs(16, 2, 0)
+    assert flops.attention_flops(1, 1, 16, 4, 2, 3) == 4 * 4 * brute_force_pairs(16, 2, 3)

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Re-measure the CPU timing pages of docs/results/ that fit in about 10 minutes of a quiet
+# 2-core machine, each a median and range of at least 5 timed calls, with the commit, the CPU
+# model, the date and the load average stored beside the numbers; then check that every page
+# under docs/results/ is what its data renders.
+#
+#   bash scripts/regenerate_timings.sh            # writes docs/results/ (run it alone on the machine)
+#   SMOKE=1 OUT=/tmp/t bash scripts/regenerate_timings.sh   # tiny sizes into OUT: checks that it runs
+#
+# Pages (estimated from the stored runs' own durations, quiet 2-core machine):
+#   attention_layer_4096   one attention layer (projections + band + output projection), N = 4,096,
+#                          ours against dense SDPA and transformers, dropout 0 and 0.1, beside the
+#                          matmul limit (the layer's fraction of it per round)        about 200 s
+#   figure1_cpu            Figure 1 on the CPU, N = 512 .. 8,192, 0 and 8 global tokens   about 300 s
+#                          (N = 16,384 alone takes 10 minutes more: `longformer-bench --lengths 16384 ...`)
+#   core_dropout           attention dropout's cost in the core, fused and eager mask, 15 rounds  about 40 s
+# Not re-measured here (each takes 10-60 minutes; their pages say the commit they ran on): the
+# char-LM step, the LED encoder and the masked-LM step (charlm_step_*, led_encoder_*, mlm_step_4096).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+# shellcheck source=/dev/null
+source "${VENV:-$REPO/.venv}/bin/activate"
+OUT="${OUT:-docs/results}"
+mkdir -p "$OUT"
+started=$(date +%s)
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) (the pages record theirs; run this alone)"
+
+if [[ "${SMOKE:-0}" == 1 ]]; then
+  layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0)
+  figure=(--lengths 128,256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0)
+  core=(--length 256 --heads 2 --head-dim 16 --window 16 --rounds 5 --quiet-below 99)
+else
+  layer=(--lengths 4096 --time-cap 60 --quiet-wait 60)
+  figure=(--lengths 512,1024,2048,4096,8192 --time-cap 60 --quiet-wait 60)
+  core=(--rounds 15)
+fi
+
+stage() {
+  echo "=== $1 (at $(( $(date +%s) - started )) s, load average $(cut -d' ' -f1 /proc/loadavg))"
+}
+
+stage attention_layer_4096
+longformer-bench "${layer[@]}" --impls dense torch hf --global-tokens 0 --dropout 0 0.1 --device cpu \
+  --output-projection --out-dir "$OUT" --name attention_layer_4096 --markdown "$OUT/attention_layer_4096.md"
+
+stage figure1_cpu
+longformer-bench "${figure[@]}" --impls dense torch hf --global-tokens 0 8 --dropout 0 --device cpu \
+  --out-dir "$OUT" --name figure1_cpu --markdown "$OUT/figure1_cpu.md"
+
+stage core_dropout
+python -m longformer_tools.bench.core_dropout "${core[@]}" --json "$OUT/core_dropout.json" \
+  --markdown "$OUT/core_dropout.md"
+
+if [[ "$OUT" == docs/results ]]; then
+  stage "every page against its data"
+  python -m longformer_tools.report.results_pages
+fi
+echo "done in $(( $(date +%s) - started )) s; load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
