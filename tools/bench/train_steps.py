@@ -140,7 +140,7 @@ def _led(sizes: dict, checkpointing: bool):
 
 
 def _char_lm(sizes: dict, checkpointing: bool):
-    from fairseq_longformer.modules.self_attention import LongformerSelfAttention
+    from fairseq_longformer import LongformerSelfAttention
 
     from .lm_step import LMStepCase, build_lm, lm_inputs, lm_loss
 
