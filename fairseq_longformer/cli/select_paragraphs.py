@@ -176,7 +176,8 @@ def run(a, splits: Dict[str, str]) -> dict:
 
 def main(argv: Optional[List[str]] = None) -> int:
     a = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # importing fairseq configured the root logger at INFO: the data loads' lines are noise here
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
     from ..checkpoints import trust_checkpoints
 
     try:

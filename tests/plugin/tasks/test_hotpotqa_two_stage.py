@@ -108,3 +108,15 @@ def test_output_over_an_input_is_refused(tmp_path, capsys):
                         "--split", f"valid={tmp_path / 'valid.json'}", "--destdir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "would replace the input" in err and (tmp_path / "valid.json").read_text() == "[]"
+
+
+def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
+    (tmp_path / "model.pt").write_bytes(b"")
+    (tmp_path / "valid.json").write_text("[]")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "valid.hotpot.jsonl").write_text("")
+    code = select_main(["--checkpoint", str(tmp_path / "model.pt"), "--data", str(tmp_path / "data"),
+                        "--split", f"valid={tmp_path / 'valid.json'}", "--destdir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "not a complete fairseq checkpoint" in err
+    assert not (tmp_path / "out").exists()
