@@ -84,7 +84,7 @@ def verdict(table: dict) -> str:
 
 def markdown(a, table: dict, selection: dict, seeds) -> str:
     lines = [f"HotpotQA's two stages in small: {a.train_examples} train / {a.valid_examples} valid KJV bridge "
-             f"questions over {a.paragraphs} titled paragraphs (2 gold), inputs <= {a.long} tokens; {a.layers} layers x "
+             f"questions over {a.paragraphs} paragraphs titled by names (2 gold), inputs <= {a.long} tokens; {a.layers} layers x "
              f"{a.dim}, window {a.window}, from scratch, {a.updates} updates of {a.batch_size} per stage; selection "
              f"threshold -3.0, at most 5 paragraphs; official joint F1 (%) on every valid question; spread = half "
              "the range over seeds.", ""]
@@ -119,10 +119,11 @@ def parse_args(argv=None):
     p.add_argument("--window", type=int, default=16)
     p.add_argument("--long", type=int, default=512, help="tokens per input (--max-input-tokens, --max-positions)")
     p.add_argument("--vocab", type=int, default=800)
-    p.add_argument("--write-docs", action="store_true", help="also write docs/results/hotpotqa_small.md")
+    p.add_argument("--write-docs", action="store_true", help="also write docs/results/DOCS_NAME.md")
+    p.add_argument("--docs-name", default="hotpotqa_small", help="the page --write-docs writes (default: hotpotqa_small)")
     a = p.parse_args(argv)
-    if a.paragraphs < 4 or a.paragraphs // 2 > 16:
-        p.error("--paragraphs must be 4..32")
+    if not 4 <= a.paragraphs <= 16:
+        p.error(f"--paragraphs must be 4..16 (16 names), got {a.paragraphs}")
     return a
 
 
@@ -169,6 +170,6 @@ def main(argv=None) -> int:
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
         "table": {f"{s} / {d}": t for (s, d), t in table.items()}, "runs": results}, indent=2) + "\n")
     if a.write_docs:
-        (REPO / "docs" / "results" / "hotpotqa_small.md").write_text(
+        (REPO / "docs" / "results" / f"{a.docs_name}.md").write_text(
             "# HotpotQA's two stages and evidence decoding in small\n\n" + text)
     return 0

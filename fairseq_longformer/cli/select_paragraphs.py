@@ -99,8 +99,9 @@ def read_published(name: str, path: str) -> list:
     return records
 
 
-def match(name: str, path: str, records: list, side: dict):
-    """The published record of a prepared one, checked to be the one it was prepared from."""
+def match(name: str, path: str, records: list):
+    """A function: prepared side record -> the index of its published record in ``records``,
+    checked to be the one it was prepared from (same id, same leading titles)."""
     ids = {}
     for i, r in enumerate(records):
         if isinstance(r, dict) and "_id" in r:
@@ -126,7 +127,7 @@ def select_split(a, name: str, path: str, task, model, head: str, max_answer: in
 
     records = read_published(name, path)
     dataset = task.load_dataset(name)
-    find = match(name, path, records, dataset.records)
+    find = match(name, path, records)
     selected, report = list(records), SelectionReport(len(records))
     predictions = {"answer": {}, "sp": {}}
     for side, scored in score_split(model, dataset, head, max_answer, a.batch_size, device):
