@@ -2,6 +2,8 @@
 import argparse
 import json
 import os
+import platform
+import subprocess
 import sys
 import threading
 import time
@@ -67,8 +69,18 @@ def pipeline(a, raw: Path, data1: Path, seed: int) -> dict:
             "seconds": round(time.time() - started, 1)}
 
 
-def verdict(table: dict) -> str:
+def verdict(table: dict, selection: dict, chance_recall: float) -> str:
     said = []
+    recall = [v["gold_paragraph_recall"] for v in selection.values()]
+    learnt = min(recall) > chance_recall + 10
+    said.append(f"stage one's selection {'found' if learnt else 'did NOT find'} the gold paragraphs: recall "
+                f"{min(recall):.1f}-{max(recall):.1f}% against {chance_recall:.1f}% for keeping paragraphs at random"
+                + ("" if learnt else "; a difference between one and two stages here comes from shorter inputs "
+                                     "(fewer distractors to guess among), not from a selection that works"))
+    silent = [f"{stage} / {DECODINGS[d]}" for (stage, d), t in table.items() if t["sp_f1"] == 0]
+    if silent:
+        said.append("no supporting fact predicted (no sentence above probability 1/2) by: " + ", ".join(silent)
+                    + "; the two-paragraph decoding always returns evidence, so it wins there by construction")
     for decoding, label in DECODINGS.items():
         one, two = table[("one stage", decoding)], table[("two stages", decoding)]
         apart = beats_every_seed(two, one, lower_is_better=False)
@@ -97,7 +109,8 @@ def markdown(a, table: dict, selection: dict, seeds) -> str:
                        f"{v['paragraphs_kept']['mean']:.2f} paragraphs per question, "
                        f"{sum(v['dropped_by_the_reader_next'].values())} questions lost their answer"
                        for s, v in selection.items())
-    lines += ["", f"Stage one's selection on valid: {recall}.", "", verdict(table)]
+    chance = 100 * min(5, a.paragraphs) / a.paragraphs
+    lines += ["", f"Stage one's selection on valid: {recall}.", "", verdict(table, selection, chance)]
     return "\n".join(lines) + "\n"
 
 
@@ -121,17 +134,60 @@ def parse_args(argv=None):
     p.add_argument("--vocab", type=int, default=800)
     p.add_argument("--write-docs", action="store_true", help="also write docs/results/DOCS_NAME.md")
     p.add_argument("--docs-name", default="hotpotqa_small", help="the page --write-docs writes (default: hotpotqa_small)")
+    p.add_argument("--render", action="store_true",
+                   help="no runs: write the page again from OUT/table.json of a finished run (with its settings)")
     a = p.parse_args(argv)
     if not 4 <= a.paragraphs <= 16:
         p.error(f"--paragraphs must be 4..16 (16 names), got {a.paragraphs}")
     return a
 
 
+def stamp() -> str:
+    """The commit (with "+changes" when the tree differs from it), the CPU and the date of a run."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else \
+        platform.processor()
+    changes = "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
+    return f"commit {git('rev-parse', '--short', 'HEAD')}{changes}, {cpu} ({os.cpu_count()} cores), " \
+           f"{time.strftime('%Y-%m-%d', time.gmtime())} UTC"
+
+
+def render(a, results: dict, seconds: float, load: str, argv, run_stamp: str) -> str:
+    """The page of a finished run: OUT/table.md, table.json, and with --write-docs the docs page."""
+    seeds = sorted(results)
+    table = {}
+    for stage, decoding in ROWS:
+        per_seed = {s: results[s][stage][decoding] for s in seeds}
+        table[(stage, decoding)] = {"seeds": {s: v["joint_f1"] for s, v in per_seed.items()},
+                                    **summarize([v["joint_f1"] for v in per_seed.values()]),
+                                    "answer_f1": sum(v["f1"] for v in per_seed.values()) / len(seeds),
+                                    "sp_f1": sum(v["sp_f1"] for v in per_seed.values()) / len(seeds)}
+    text = (markdown(a, table, {s: results[s]["selection"] for s in seeds}, seeds)
+            + f"\ntotal {round(seconds)} s on CPU (load average {load}); {run_stamp}\n\n"
+            + regenerate_note(MODULE, argv) + "\n")
+    (a.out / "table.md").write_text(text)
+    (a.out / "table.json").write_text(json.dumps({
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}, "argv": argv,
+        "seconds": seconds, "load": load, "stamp": run_stamp, "table": {f"{s} / {d}": t for (s, d), t in table.items()},
+        "runs": results}, indent=2) + "\n")
+    if a.write_docs:
+        (REPO / "docs" / "results" / f"{a.docs_name}.md").write_text(
+            "# HotpotQA's two stages and evidence decoding in small\n\n" + text)
+    return text
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     a = parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    started = time.time()
+    if a.render:  # the page again from a finished run's table.json (the text of the verdicts changed)
+        done = json.loads((a.out / "table.json").read_text())
+        runs = {int(seed): run for seed, run in done["runs"].items()}
+        print(render(a, runs, done["seconds"], done["load"], done["argv"], done["stamp"]), end="")
+        return 0
+    started, run_stamp = time.time(), stamp()
     raw = a.out / "json"
     raw.mkdir(exist_ok=True)
     made = records(a.kjv, 0, {"train": a.train_examples, "valid": a.valid_examples}, a.paragraphs)
@@ -152,24 +208,6 @@ def main(argv=None) -> int:
         t.join()
     if errors:
         raise SystemExit("\n".join(errors))
-    seeds = sorted(results)
-    table = {}
-    for stage, decoding in ROWS:
-        per_seed = {s: results[s][stage][decoding] for s in seeds}
-        table[(stage, decoding)] = {"seeds": {s: v["joint_f1"] for s, v in per_seed.items()},
-                                    **summarize([v["joint_f1"] for v in per_seed.values()]),
-                                    "answer_f1": sum(v["f1"] for v in per_seed.values()) / len(seeds),
-                                    "sp_f1": sum(v["sp_f1"] for v in per_seed.values()) / len(seeds)}
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    text = (markdown(a, table, {s: results[s]["selection"] for s in seeds}, seeds)
-            + f"\ntotal {round(time.time() - started)} s on CPU (load average {load})\n\n"
-            + regenerate_note(MODULE, argv) + "\n")
-    print(text, end="")
-    (a.out / "table.md").write_text(text)
-    (a.out / "table.json").write_text(json.dumps({
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-        "table": {f"{s} / {d}": t for (s, d), t in table.items()}, "runs": results}, indent=2) + "\n")
-    if a.write_docs:
-        (REPO / "docs" / "results" / f"{a.docs_name}.md").write_text(
-            "# HotpotQA's two stages and evidence decoding in small\n\n" + text)
+    print(render(a, results, time.time() - started, load, argv, run_stamp), end="")
     return 0
