@@ -185,7 +185,9 @@ def main(argv=None) -> int:
     if a.render:  # the page again from a finished run's table.json (the text of the verdicts changed)
         done = json.loads((a.out / "table.json").read_text())
         runs = {int(seed): run for seed, run in done["runs"].items()}
-        print(render(a, runs, done["seconds"], done["load"], done["argv"], done["stamp"]), end="")
+        ran = parse_args(done["argv"])  # the settings the run had
+        ran.out, ran.write_docs = a.out, a.write_docs
+        print(render(ran, runs, done["seconds"], done["load"], done["argv"], done["stamp"]), end="")
         return 0
     started, run_stamp = time.time(), stamp()
     raw = a.out / "json"
