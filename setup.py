@@ -100,6 +100,7 @@ setup(
             "longformer-report = longformer_tools.cli.report:main",
             "longformer-gpu-check = longformer_kernels.gpu_check:main",
             "longformer-coref-score = longformer_preprocessing.tasks.coref_score:main",
+            "longformer-select-paragraphs = fairseq_longformer.cli.select_paragraphs:main",
         ]
     },
 )

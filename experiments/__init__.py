@@ -8,6 +8,7 @@ are in ``docs/results/``.
   global_ablation  Table 10: a long-document classification with and without global attention
   led_demo         LED from a small BART, fine-tuned on sources longer than BART's positions
   finetune_kjv     the two fine-tuning tasks (classification, QA) and their trivial baselines
+  hotpotqa_small   HotpotQA's two stages and two-paragraph evidence on KJV bridge questions
   checkpointing    peak memory of a forward + backward with and without activation checkpointing
 
 ``runner`` holds what they share (fairseq as subprocesses, log parsing, seed statistics, tables,

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Fine-tune a Longformer on data from longformer-prepare-task: long-document classification,
-# extractive QA or HotpotQA, global attention on the task's tokens (classification <s>, QA the
-# question, HotpotQA the question, titles and sentence markers).
+# extractive QA, HotpotQA or WikiHop, global attention on the task's tokens (classification <s>, QA
+# the question, HotpotQA the question, titles and sentence markers, WikiHop the question and the
+# candidates).
 #
 #   DATA=data-bin/imdb RESTORE=longformer.pt bash recipes/finetune.sh classification [flags]
 #   DATA=data-bin/triviaqa RESTORE=longformer.pt bash recipes/finetune.sh qa [flags]
 #   DATA=data-bin/hotpotqa RESTORE=longformer.pt bash recipes/finetune.sh hotpotqa [flags]
+#   DATA=data-bin/wikihop RESTORE=longformer.pt bash recipes/finetune.sh wikihop [flags]
 #
 # The paper's settings are the defaults (Beltagy et al. 2020, appendix; allenai scripts): Adam,
 # lr 3e-5, linear warmup then linear decay, batch 32; 15 epochs for classification (IMDB,
-# Hyperpartisan), 5 for QA (TriviaQA); inputs of 4,096 tokens; w = 256 (the paper's "512").
+# Hyperpartisan) and WikiHop, 5 for QA (TriviaQA, HotpotQA); inputs of 4,096 tokens; w = 256 (the
+# paper's "512").
 # The total number of updates (for the lr schedule) is derived from the examples in stats.json:
 #   updates = ceil(train examples / BATCH_SIZE) x MAX_EPOCH,  warmup = WARMUP_PERCENT % of them.
 #
 # Environment (defaults):
 #   DATA                      required: a folder written by longformer-prepare-task
+#   STATS=$DATA/stats.json    where the train examples are counted (DRY_RUN of a two-stage run)
 #   RESTORE=                  a Longformer checkpoint (pretrained, or longformer-convert-roberta's);
 #                             loaded as --finetune-from-model (optimizer, meters, data reset), the
 #                             head is new. Empty: train from scratch (tests, the KJV recipe)
@@ -30,13 +34,14 @@
 # Extra arguments are appended to fairseq-train's (the last one given wins).
 set -euo pipefail
 
-TASK="${1:?usage: recipes/finetune.sh classification|qa|hotpotqa [fairseq-train flags]}"
+TASK="${1:?usage: recipes/finetune.sh classification|qa|hotpotqa|wikihop [fairseq-train flags]}"
 shift
 case "$TASK" in
   classification) METRIC=accuracy; DEFAULT_EPOCHS=15; TASK_ARGS=() ;;
   qa) METRIC=f1; DEFAULT_EPOCHS=5; TASK_ARGS=(--doc-stride "${DOC_STRIDE:-1024}") ;;
   hotpotqa) METRIC=joint_f1; DEFAULT_EPOCHS=5; TASK_ARGS=() ;;
-  *) echo "recipes/finetune.sh: task must be classification, qa or hotpotqa, got '$TASK'" >&2; exit 2 ;;
+  wikihop) METRIC=accuracy; DEFAULT_EPOCHS=15; TASK_ARGS=() ;;
+  *) echo "recipes/finetune.sh: task must be classification, qa, hotpotqa or wikihop, got '$TASK'" >&2; exit 2 ;;
 esac
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DATA="${DATA:?set DATA to a folder written by longformer-prepare-task}"
@@ -55,7 +60,7 @@ DROPOUT="${DROPOUT:-0.1}"
 SEED="${SEED:-1}"
 LOG_INTERVAL="${LOG_INTERVAL:-20}"
 
-EXAMPLES=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["splits"]["train"]["examples"])' "$DATA/stats.json")
+EXAMPLES=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["splits"]["train"]["examples"])' "${STATS:-$DATA/stats.json}")
 PER_UPDATE=$((BATCH_SIZE * UPDATE_FREQ))
 TOTAL_UPDATES=$(( (EXAMPLES + PER_UPDATE - 1) / PER_UPDATE * MAX_EPOCH ))
 WARMUP_UPDATES=$(( TOTAL_UPDATES * WARMUP_PERCENT / 100 ))

@@ -7,9 +7,9 @@ p(end)), the softmax over the sentences' tokens, only when a span answer is left
 ``--paragraph-loss-weight`` and ``--sentence-loss-weight`` x binary cross entropy summed over the
 example's ``<t>`` (paragraph supports the answer) and ``[s]`` (sentence is a supporting fact)
 logits. Logged: ``loss`` in bits per example.
-Prediction: "yes" / "no" when the type head says so, else the best span (s <= e < s +
---max-answer-tokens, both on sentence tokens, largest log p(start) + log p(end)); supporting facts
-are the sentences whose logit is positive (probability above 1/2), as (title, sentence index).
+Prediction (``hotpotqa_decoding``): the answer, and the supporting facts from exactly two
+paragraphs (``--evidence-decoding two_paragraphs``, the paper's) or every sentence above
+probability 1/2 (``threshold``).
 Metrics in percent of examples: ``em``/``f1`` (answer), ``sp_em``/``sp_f1``, ``joint_em``/``joint_f1``,
 the gold facts being all the record's, also those the input cut away.
 """
@@ -20,10 +20,9 @@ import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 
 from .finetune_metrics import log_loss, log_percents
+from .hotpotqa_decoding import decode, span_log_probs
 from .hotpotqa_metrics import example_scores
-from .longformer_qa import best_window_spans
 
-ANSWERS = {1: "yes", 2: "no"}  # question types with a fixed answer; 0 is a span
 METRICS = {"em": "_em", "f1": "_f1", "sp_em": "_sp_em", "sp_f1": "_sp_f1", "joint_em": "_joint_em",
            "joint_f1": "_joint_f1"}
 
@@ -43,14 +42,13 @@ class LongformerHotpotQACriterion(FairseqCriterion):
         super().__init__(task)
         cfg = task.cfg
         self.head_name, self.max_answer = cfg.hotpotqa_head_name, cfg.max_answer_tokens
+        self.evidence = cfg.evidence_decoding
         self.weights = {"span": cfg.span_loss_weight, "type": cfg.type_loss_weight,
                         "paragraph": cfg.paragraph_loss_weight, "sentence": cfg.sentence_loss_weight}
 
     def forward(self, model, sample, reduce=True):
         out, _ = model(**sample["net_input"], span_head_name=self.head_name)
-        context = sample["context_token"].ge(0)
-        start_lp = torch.log_softmax(out["span"][..., 0].float().masked_fill(~context, -math.inf), dim=-1)
-        end_lp = torch.log_softmax(out["span"][..., 1].float().masked_fill(~context, -math.inf), dim=-1)
+        start_lp, end_lp = span_log_probs(out["span"], sample["context_token"])
         # only rows with a span answer: another row's gold sum is log(0), whose gradient is NaN
         # even when the row's loss is masked out afterwards
         has_span = sample["has_span"]
@@ -75,21 +73,9 @@ class LongformerHotpotQACriterion(FairseqCriterion):
 
     def score(self, sample, out, start_lp, end_lp) -> dict:
         """Summed official scores of the batch's examples."""
-        rows, n = start_lp.shape
-        zeros = torch.zeros(rows, dtype=torch.long)
-        _, first, last = best_window_spans(start_lp, end_lp, zeros, torch.full((rows,), n), self.max_answer)
-        kinds = out["type"].argmax(-1).tolist()
-        sentence_logits = out["sentence"].float().gather(1, sample["sentence_positions"])
-        chosen = (sentence_logits > 0) & sample["sentence_valid"]
         sums = dict.fromkeys(METRICS.values(), 0.0)
-        for row, record in enumerate(sample["records"]):
-            prediction = ANSWERS.get(kinds[row])
-            if prediction is None:
-                s, e = int(sample["context_token"][row, first[row]]), int(sample["context_token"][row, last[row]])
-                chars = record["token_chars"]
-                prediction = record["text"][chars[s][0]:chars[e][1]] if 0 <= s <= e else ""
-            facts = [(title, k) for title, count in record["paragraphs"] for k in range(count)]
-            predicted = [facts[k] for k in chosen[row].nonzero().flatten().tolist()]
+        predictions = decode(sample, out, start_lp, end_lp, self.max_answer, self.evidence)
+        for (prediction, predicted), record in zip(predictions, sample["records"]):
             answer, supporting, joint = example_scores(prediction, record["answer"], predicted, record["supporting"])
             for name, scores in (("", answer), ("sp_", supporting), ("joint_", joint)):
                 sums[f"_{name}em"] += scores.em

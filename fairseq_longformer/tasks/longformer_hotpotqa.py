@@ -1,6 +1,7 @@
 """Task ``longformer_hotpotqa``: multi-hop QA with supporting facts (HotpotQA, distractor setting),
-the paper's single-stage model (its Table 9 setting without the paragraph-selection stage: all ten
-paragraphs in one input).
+the model of both of the paper's stages: stage one reads all ten paragraphs in one input, stage two
+the paragraphs ``longformer-select-paragraphs`` kept by stage one's paragraph scores (the same
+reader prepares both; ``recipes/finetune_hotpotqa.sh`` with ``TWO_STAGE=1`` runs both).
 
 Input ``<s> [q] question [/q] <t> title </t> sentence [s] sentence [s] ... <t> title </t> ... </s>``;
 the five markers are added to the dictionary after ``<mask>`` (pretrained rows keep their ids; the
@@ -10,8 +11,9 @@ attention on question, titles and sentence markers by default (``--global-classe
 question,title,sentence``). One head (``models/heads.py``) gives the answer's start and end over the
 sentences' tokens, the question type (span / yes / no) at ``<s>``, a supporting-paragraph logit at
 each ``<t>`` and a supporting-sentence logit at each ``[s]``; the criterion adds the four losses
-with the ``--*-loss-weight`` flags. Each example is one input: ``longformer-prepare-task hotpotqa
---max-input-tokens`` cut it to fit (and counted the supporting facts it cut away).
+with the ``--*-loss-weight`` flags; validation decodes the supporting facts from exactly two
+paragraphs (``--evidence-decoding``, ``criterions/hotpotqa_decoding.py``). Each example is one
+input: ``longformer-prepare-task hotpotqa --max-input-tokens`` cut it to fit (and counted the supporting facts it cut away).
 """
 import json
 import logging
@@ -22,8 +24,10 @@ from typing import List
 import numpy as np
 import torch
 from fairseq.data import Dictionary
+from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
+from ..criterions.hotpotqa_decoding import EVIDENCE_DECODINGS
 from ..models.heads import LongformerHotpotQAHead
 from .finetune_base import (
     ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
@@ -43,6 +47,9 @@ class LongformerHotpotQAConfig(LongformerFinetuneConfig):
     type_loss_weight: float = field(default=1.0, metadata={"help": "weight of the question-type (span/yes/no) loss"})
     paragraph_loss_weight: float = field(default=1.0, metadata={"help": "weight of the supporting-paragraph loss"})
     sentence_loss_weight: float = field(default=1.0, metadata={"help": "weight of the supporting-sentence loss"})
+    evidence_decoding: ChoiceEnum(EVIDENCE_DECODINGS) = field(
+        default="two_paragraphs", metadata={"help": "supporting facts from exactly two paragraphs (two_paragraphs, "
+                                                    "the paper's) or every sentence above probability 1/2 (threshold)"})
 
 
 def _starts(counts) -> np.ndarray:

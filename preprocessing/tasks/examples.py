@@ -68,7 +68,9 @@ class MultiHop:
     (HotpotQA, distractor setting). ``answer_type``: 0 a span of the context, 1 "yes", 2 "no";
     ``spans``: every occurrence of a span answer as (paragraph, sentence, first word, last word),
     the words being the sentence's whitespace words (``answer_spans.words_of``), inclusive;
-    ``supporting``: the supporting facts as (paragraph, sentence) indices of ``paragraphs``."""
+    ``supporting``: the supporting facts as (paragraph, sentence) indices of ``paragraphs``;
+    ``removed_supporting``: gold (title, sentence index) facts whose paragraph a paragraph-selection
+    stage removed from the context (no target, but scored as missed by the evaluation)."""
 
     question: str
     paragraphs: List[Tuple[str, List[str]]]  # (title, sentences)
@@ -77,6 +79,7 @@ class MultiHop:
     spans: List[Tuple[int, int, int, int]]
     supporting: List[Tuple[int, int]]
     key: dict = field(default_factory=dict)
+    removed_supporting: List[Tuple[str, int]] = field(default_factory=list)
 
 
 def check_label(label: str) -> str:

@@ -11,6 +11,10 @@ exact text), and the supporting facts as (paragraph, sentence) indices. Bad reco
 under its reason: not a record with those fields, no answer, empty context, a supporting fact
 naming a title the context lacks, a supporting fact's sentence index out of its paragraph's range,
 a span answer found nowhere in the context.
+
+A file written by ``longformer-select-paragraphs`` (stage two's input) is the same format with an
+optional field per record, ``supporting_facts_removed``: the gold facts whose paragraphs the
+selection removed; they are no training target but stay in the gold that evaluation scores.
 """
 from __future__ import annotations
 
@@ -55,6 +59,13 @@ def _supporting(facts, paragraphs) -> List[Tuple[int, int]]:
     return sorted(set(found))
 
 
+def _removed(facts) -> List[Tuple[str, int]]:
+    if not isinstance(facts, list) or not all(isinstance(f, (list, tuple)) and len(f) == 2 and isinstance(f[0], str)
+                                              and isinstance(f[1], int) for f in facts):
+        raise BadExample("not a HotpotQA record (_id, question, answer, supporting_facts, context)")
+    return [(title, sentence) for title, sentence in facts]
+
+
 def example_of(record) -> MultiHop:
     """One record -> its example; raises BadExample naming what is wrong."""
     if not isinstance(record, dict) or any(name not in record for name in FIELDS) \
@@ -76,7 +87,8 @@ def example_of(record) -> MultiHop:
             raise BadExample("answer not found in the context")
     return MultiHop(question=record["question"], paragraphs=paragraphs, answer=answer, answer_type=answer_type,
                     spans=spans, supporting=supporting,
-                    key={"id": str(record["_id"]), "type": str(record.get("type", ""))})
+                    key={"id": str(record["_id"]), "type": str(record.get("type", ""))},
+                    removed_supporting=_removed(record.get("supporting_facts_removed", [])))
 
 
 def read(path: str) -> Iterator[Union[MultiHop, BadExample]]:

@@ -8,7 +8,7 @@ pieces: {split}.question (one item per example), {split}.titles (one item per ke
 the official supporting-fact ids count) and {split}.hotpot.jsonl, per example its id, question
 kind, answer text and kind (0 span, 1 yes, 2 no), the kept paragraphs' titles and sentence counts,
 every supporting fact as [title, sentence index] (all of them, as the official evaluation scores
-them), the kept supporting facts as flat sentence indices and paragraph indices, the answer's
+them, also those a paragraph selection removed), the kept supporting facts as flat sentence indices and paragraph indices, the answer's
 occurrences as inclusive spans of the flat sentence tokens, the kept sentences' text joined by
 single spaces and each sentence token's character span in it (for the predicted answer text).
 
@@ -118,7 +118,8 @@ class MultiHopWriter(SplitWriter):
         titles = [title for title, _ in example.paragraphs]
         return {**example.key, "answer": example.answer, "answer_type": example.answer_type,
                 "paragraphs": [[title, n] for title, n in kept],
-                "supporting": [[titles[p], s] for p, s in example.supporting],
+                "supporting": [[titles[p], s] for p, s in example.supporting]
+                + [list(fact) for fact in example.removed_supporting],
                 "support_sentences": sorted(flat[f] for f in example.supporting if f in flat),
                 "support_paragraphs": sorted({p for p, s in example.supporting if p < len(kept)}),
                 "spans": sorted(set(spans)), "text": " ".join(text), "token_chars": chars}

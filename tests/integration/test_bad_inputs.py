@@ -86,6 +86,9 @@ def _world_files(world: Path, stock: Path, classification: Path) -> None:
     (world / "resume" / "checkpoint_last.pt").write_bytes((world / "evil" / "model.pt").read_bytes())
     (world / "data").symlink_to(Path(state["cfg"]["task"]["data"]))
     (world / "cls").symlink_to(classification)
+    (world / "hotpot").mkdir()  # a split of prepared HotpotQA data (its side file) and its published file
+    (world / "hotpot" / "valid.hotpot.jsonl").write_text("")
+    (world / "hotpot" / "dev.json").write_text("[]")
 
 
 def snapshot(world: Path) -> dict:
@@ -146,6 +149,8 @@ CASES = [
     Case("longformer-report", "no --data", lambda w: ["--save-dir", "save"], "--data", "required"),
     Case("longformer-report", "missing --checkpoint", lambda w: ["--data", "data", "--save-dir", "save"], "checkpoint_best.pt", "--checkpoint"),
     Case("longformer-report", "wrong kind of --data", lambda w: ["--data", "books", "--save-dir", "save"], "books", "dataset"),
+    Case("longformer-select-paragraphs", "malicious pickle", lambda w: ["--checkpoint", "evil/model.pt", "--data", "hotpot", "--split", "valid=hotpot/dev.json", "--destdir", "out"], "evil/model.pt", TRUST),
+    Case("longformer-select-paragraphs", "destination = input's folder", lambda w: ["--checkpoint", "ckdir/model.pt", "--data", "hotpot", "--split", "valid=hotpot/dev.json", "--destdir", "hotpot", "--overwrite"], "hotpot", "another output folder"),
     Case("longformer-bench", "--replot missing", lambda w: ["--replot", "nowhere.json"], "nowhere.json", "give the .json"),
     Case("longformer-bench", "--replot not JSON", lambda w: ["--replot", "bench.json"], "bench.json", "give the .json"),
     Case("longformer-bench", "--replot huge line", lambda w: ["--replot", "huge_line.txt"], "huge_line.txt", "give the .json"),

@@ -1,18 +1,21 @@
 """WikiHop: the reader on a schema-exact qangaroo sample (malformed records counted per reason),
 the task's input layout and token classes, the chunk-averaged candidate scores against the model
 run on each chunk alone, the grown vocabulary on loading a smaller checkpoint, and a fairseq-train
-run that trains and validates every example."""
+run through recipes/finetune_wikihop.sh's CPU=1 smoke run that trains and validates every example."""
 import json
+import os
 import random
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from tests.support.finetune_data import TINY_FINETUNE_ARGS, prepare
+from tests.support.finetune_data import prepare
 from tests.support.finetune_models import batch, task_and_model
-from tests.support.device import fp32_or_bf16_flag
-from tests.support.training import FAIRSEQ_TRAIN, run_logged, train_inner
+from tests.conftest import REPO
+from tests.support.device import device
+from tests.support.training import FAIRSEQ_TRAIN, run_logged, subprocess_env, train_inner
 
 from fairseq_longformer.criterions.longformer_wikihop import candidate_logits
 from fairseq_longformer.tasks.token_classes import CANDIDATE, CLS, QUESTION
@@ -118,17 +121,21 @@ def test_smaller_checkpoint_loads_with_new_marker_rows(wikihop_data):
 
 
 @pytest.mark.device
-def test_wikihop_trains_and_validates_every_example(wikihop_data, tmp_path):
-    text = run_logged([FAIRSEQ_TRAIN, wikihop_data, *TINY_FINETUNE_ARGS, "--task", "longformer_wikihop",
-                       "--criterion", "longformer_wikihop", "--batch-size", "4", "--max-epoch", "2",
-                       "--optimizer", "adam", "--lr", "1e-3", "--dropout", "0", "--seed", "3", *fp32_or_bf16_flag(),
-                       "--num-workers", "0", "--log-format", "simple", "--log-interval", "1",
-                       "--no-epoch-checkpoints", "--save-dir", tmp_path / "save"], tmp_path / "train.log", timeout=240)
+def test_wikihop_recipe_smoke_run_trains_and_validates_every_example(wikihop_data, tmp_path):
+    """recipes/finetune_wikihop.sh with CPU=1 (its smoke run; with --device cuda: on the GPU in bf16), the tiny model, 2 epochs."""
+    env = {**subprocess_env(), "PATH": f"{Path(FAIRSEQ_TRAIN).parent}{os.pathsep}{os.environ['PATH']}", "CPU": "1" if device() == "cpu" else "0",
+           "DATA": str(wikihop_data), "MAX_POSITIONS": "128", "ATTENTION_WINDOW": "8", "MAX_UPDATE": "100",
+           "BATCH_SIZE": "4", "MAX_EPOCH": "2", "DROPOUT": "0", "SEED": "3", "SAVE_DIR": str(tmp_path / "save"),
+           "MODEL_ARGS": "--encoder-layers 2 --encoder-embed-dim 64 --encoder-ffn-embed-dim 128 "
+                         "--encoder-attention-heads 4 --attention-dropout 0 --lr 1e-3"
+                          + ("" if device() == "cpu" else " --bf16")}
+    text = run_logged(["bash", REPO / "recipes" / "finetune_wikihop.sh"], tmp_path / "train.log", timeout=240, env=env)
     assert len(train_inner(text)) == 16  # 32 examples, batch 4, 2 epochs
     lines = [line for line in text.splitlines() if "valid on 'valid' subset" in line]
     valid = {k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", lines[-1])}
     count = valid["accuracy"] / 100 * 10  # a whole number of the 10 valid examples
     assert abs(count - round(count)) < 0.01 and valid["loss"] > 0
+    assert (tmp_path / "save" / "checkpoint_best.pt").is_file()
 
 
 def test_a_file_that_is_not_wikihop_is_one_error_line_and_writes_nothing(tmp_path):
