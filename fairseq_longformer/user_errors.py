@@ -5,13 +5,20 @@ traceback. The plugin raises ``UserInputError`` (a ValueError) for a problem the
 checkpoint refused as code, a task run with a criterion it cannot work with, an evaluation
 context longer than its blocks); ``install_excepthook`` makes such an uncaught error print
 ``error: <message>`` on stderr and exit 1, with no traceback. Every other exception keeps
-Python's report. Installed when a fairseq CLI parses its arguments with the plugin loaded.
+Python's report. Installed when a fairseq CLI parses its arguments with the plugin loaded; fairseq-hydra-train
+prints the one line through hydra (``UserInputError`` is a ``CompactHydraException`` too).
 """
 import sys
 
+try:  # fairseq-hydra-train reports a job's error through hydra, which prints a compact one as is
+    from hydra.errors import CompactHydraException as _ReportedAsOneLine
+except ImportError:  # pragma: no cover  (hydra comes with fairseq)
+    _ReportedAsOneLine = Exception
 
-class UserInputError(ValueError):
-    """A bad input the user can fix; its message is one line naming the input and the fix."""
+
+class UserInputError(ValueError, _ReportedAsOneLine):
+    """A bad input the user can fix; its message is one line naming the input and the fix (also
+    under fairseq-hydra-train, whose hydra prints a ``CompactHydraException`` without its stack)."""
 
 
 def _report_user_errors(previous):

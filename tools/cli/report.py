@@ -57,6 +57,16 @@ def main(argv=None):
         sys.exit(f"longformer-report: {log_file} has no valid lines: train with --validate-interval-updates "
                  "and --log-format simple or json")
     base = unigram_baseline(args.data, args.valid_subset)
+    demo = []
+    if args.fill_mask > 0:  # before bpc.png is written: a refused checkpoint leaves nothing behind
+        from fairseq_longformer import UserInputError, trust_checkpoints
+        from ..report.fill_mask import fill_mask_demo
+
+        try:
+            with trust_checkpoints(args.trust_checkpoint):
+                demo = fill_mask_demo(args.save_dir, args.checkpoint, args.data, args.valid_subset, args.fill_mask)
+        except UserInputError as error:
+            sys.exit(f"longformer-report: error: {error}")
     acc = dict(log.series("valid", "acc"))
     (u0, first), (u1, last) = valid[0], valid[-1]
     wps = [w for _, w in log.series("train", "wps")]
@@ -78,15 +88,7 @@ def main(argv=None):
     print(f"plot: {png}")
 
     if args.fill_mask > 0:
-        from fairseq_longformer import UserInputError, trust_checkpoints
-        from ..report.fill_mask import fill_mask_demo
-
         print(f"\n== fill-mask on held-out {args.valid_subset} sentences ({args.checkpoint}) ==")
-        try:
-            with trust_checkpoints(args.trust_checkpoint):
-                demo = fill_mask_demo(args.save_dir, args.checkpoint, args.data, args.valid_subset, args.fill_mask)
-        except UserInputError as error:
-            sys.exit(f"longformer-report: error: {error}")
         for item in demo:
             guesses = ", ".join(f"{w} ({p:.2f})" for w, p in item["predictions"])
             print(f"{item['masked']}\n    answer: {item['answer']}   model: {guesses}")
