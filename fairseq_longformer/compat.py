@@ -185,6 +185,8 @@ def _resume_past_a_broken_last_checkpoint() -> None:
     """
     from fairseq import checkpoint_utils
 
+    from .user_errors import UserInputError
+
     original = checkpoint_utils.load_checkpoint
     if getattr(original, "_longformer_patched", False):
         return
@@ -197,7 +199,7 @@ def _resume_past_a_broken_last_checkpoint() -> None:
             return original(cfg, trainer, **kwargs)
         replacement = newest_intact_checkpoint(cfg.save_dir, skip=last)
         if replacement is None:
-            raise RuntimeError(
+            raise UserInputError(  # one line (user_errors), not a traceback
                 f"cannot resume: {last} is not a complete checkpoint (truncated, empty or another "
                 f"kind of file) and no other intact checkpoint*.pt is in {cfg.save_dir}; move or "
                 "delete it to start from scratch, or pass --restore-file PATH to start from another "
@@ -418,6 +420,7 @@ def _inputs_checked_where_fairseq_reads_them() -> None:
     from fairseq.trainer import Trainer
 
     from . import training_inputs as checks
+    from .models.vocabulary import TOKEN_ROW_KEYS
 
     if getattr(tasks.setup_task, "_longformer_patched", False):
         return
@@ -460,10 +463,19 @@ def _inputs_checked_where_fairseq_reads_them() -> None:
         flag = ("--finetune-from-model" if finetune and os.path.abspath(finetune) == os.path.abspath(filename)
                 else "--restore-file")
         data = getattr(self.cfg.task, "data", None)
+        move, rows, fresh = None, [], []
         if os.path.isfile(filename) and isinstance(data, str):
             checks.check_restore_dictionary(filename, data, checks.dictionary_change_allowed(), flag)
+            move = checks.mask_row_move(filename, data, getattr(self.task, "source_dictionary", None))
+        if move is not None:
+            named = dict(self.get_model().named_parameters(remove_duplicate=True))  # tied rows once
+            rows = [named[key] for key in TOKEN_ROW_KEYS if key in named]
+            fresh = [row[move[0]].detach().clone() for row in rows]
         try:
-            return original_restore(self, filename, *args, **kwargs)
+            extra_state = original_restore(self, filename, *args, **kwargs)
+            if move is not None:
+                checks.move_rows(rows, move, fresh)
+            return extra_state
         except Exception as error:
             if not str(error).startswith("Cannot load model parameters"):
                 raise

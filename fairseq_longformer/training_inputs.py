@@ -20,7 +20,8 @@ fairseq-train and fairseq-hydra-train alike), and each raises ``UserInputError``
   * the restore (``check_restore_dictionary``, ``name_architecture_mismatch``): the data's
     dict.txt against the one beside ``--restore-file``/``--finetune-from-model`` (a change only
     with ``--allow-dictionary-change``, and only by symbols appended after the pretrained
-    ones), and every size flag that differs from the checkpoint's.
+    ones, the pretrained ``<mask>`` row kept for ``<mask>``: ``mask_row_move``), and every size
+    flag that differs from the checkpoint's.
   * while training (``diverged``, ``disk_error``): a NaN/inf loss or gradient, a full or
     read-only disk under a checkpoint save.
 """
@@ -30,7 +31,7 @@ import os
 import struct
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -249,6 +250,33 @@ def check_restore_dictionary(checkpoint: str, data_path: str, allow_change: bool
                f"{ALLOW_DICTIONARY_CHANGE} accepts only symbols appended after the pretrained ones")
     raise UserInputError(f"{ours} differs from {beside}, the dictionary of {flag} {checkpoint} ({where}): the ids "
                          f"would train the wrong rows; {fix}")
+
+
+def mask_row_move(checkpoint: str, data_path: str, dictionary) -> Optional[Tuple[int, int]]:
+    """(the pretrained ``<mask>`` row, the run's ``<mask>`` row) when the data's dict.txt appends
+    symbols to the one beside the checkpoint, else None. A masked-LM task appends ``<mask>`` after
+    the dictionary's symbols, so the grown dictionary puts it further down: loaded as is, the
+    pretrained <mask> row would become the first new symbol's and <mask> would start fresh."""
+    beside = Path(checkpoint).parent / "dict.txt"
+    ours = Path(data_path.split(":")[0]) / "dict.txt"
+    if dictionary is None or "<mask>" not in dictionary.indices or not beside.is_file() or not ours.is_file():
+        return None
+    pretrained, data = len(read_symbols(beside)), len(read_symbols(ours))
+    old, new = dictionary.nspecial + pretrained, dictionary.index("<mask>")
+    return (old, new) if data > pretrained and new > old else None
+
+
+def move_rows(parameters: Sequence, move: Tuple[int, int], fresh: Sequence) -> None:
+    """Put row ``old`` of each token-row parameter (loaded from the checkpoint: its <mask>) at
+    row ``new``, and give row ``old`` (now a new symbol's) the value it had before the load
+    (``fresh``: the model's initialisation, as every new symbol's row)."""
+    import torch
+
+    old, new = move
+    with torch.no_grad():
+        for parameter, before in zip(parameters, fresh):
+            parameter[new] = parameter[old].clone()
+            parameter[old] = before
 
 
 # sizes that decide a model's parameter shapes (fairseq's model flags, by their cfg names)

@@ -27,6 +27,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.support.in_process import run_fairseq_in_process
 from tests.support.finetune_data import classification_data, kjv_jsonl  # noqa: F401  (fixtures)
 from tests.plugin.test_checkpoints import RunsCode, stock_roberta  # noqa: F401  (fixture: a fairseq-train checkpoint)
 
@@ -261,6 +262,12 @@ CASES = [
     Case("fairseq-train", "--fp16 on CPU", lambda w: tiny_train("--fp16"), "--fp16", "--bf16", in_process=True),
     Case("fairseq-train", "--attention-dropout out of range", lambda w: tiny_train("--attention-dropout", "1.5"), "--attention-dropout 1.5", "[0, 1)", in_process=True),
     Case("fairseq-train", "diverging training (NaN/inf)", lambda w: tiny_train("--lr", "1e30", "--max-update", "20"), "diverged", "lower --lr", in_process=True),
+    Case("fairseq-train", "the plugin's own check (--train-mask-prob 1.5)", lambda w: [
+        "data", "--user-dir", PLUGIN, "--arch", "longformer_base", "--task", "longformer_mlm", "--criterion", "longformer_mlm",
+        "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
+        "--attention-window", "8", "--pad-to-multiple", "8", "--tokens-per-sample", "32", "--max-positions", "32",
+        "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-3", "--cpu", "--max-update", "1", "--disable-validation",
+        "--num-workers", "0", "--save-dir", "run", "--train-mask-prob", "1.5"], "--train-mask-prob", "(0, 1)", in_process=True),
     Case("fairseq-hydra-train", "attention_dropout out of range", lambda w: hydra_train(w, "model.attention_dropout=1.5"), "--attention-dropout 1.5", "[0, 1)"),
     Case("longformer-report", "checkpoint holds code (no bpc.png)", lambda w: ["--data", "data", "--save-dir", "evilsave", "--checkpoint", "model.pt"], "evilsave/model.pt", TRUST),
 ]
@@ -288,27 +295,6 @@ def run_in_process(target: str, argv: List[str]) -> Tuple[int, str]:
             traceback.print_exc()
             code = 1
     return code or 0, err.getvalue()
-
-
-def run_fairseq_in_process(command: str, argv: List[str]) -> Tuple[int, str]:
-    """A fairseq CLI's cli_main in this process, as its console script runs it: sys.argv set, an
-    uncaught error handed to sys.excepthook (the plugin's prints a UserInputError as one line)."""
-    from fairseq_cli.train import cli_main
-
-    err, saved = io.StringIO(), sys.argv
-    sys.argv = [command, *argv]
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            cli_main()
-            code = 0
-        except SystemExit as exit:
-            code = exit.code if isinstance(exit.code, int) else 1
-        except BaseException:
-            sys.excepthook(*sys.exc_info())
-            code = 1
-        finally:
-            sys.argv = saved
-    return code, err.getvalue()
 
 
 def run_subprocess(command: str, argv: List[str], cwd: Path) -> Tuple[int, str]:

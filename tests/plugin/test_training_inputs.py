@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import fairseq_longformer  # noqa: F401  (applies the patches)
 from fairseq_longformer import training_inputs
@@ -78,3 +79,46 @@ def test_a_run_that_saved_keeps_its_folder(tmp_path):
     (save / "checkpoint_last.pt").write_bytes(b"a checkpoint")
     training_inputs.release_save_dir()
     assert (save / "checkpoint_last.pt").exists() and can_take(save)
+
+
+def test_a_grown_dictionary_keeps_every_pretrained_row_and_the_mask_row(kjv_data_bin, tmp_path):
+    """--restore-file onto data whose dict.txt appends a symbol, with --allow-dictionary-change:
+    every pretrained symbol keeps its row, the new symbol starts fresh, and <mask> (which the task
+    appends after the grown dictionary, one row further down) keeps the pretrained <mask> row,
+    compared with the pretrained checkpoint itself after one update at a learning rate of 1e-30."""
+    from tests.conftest import TINY_MODEL_ARGS
+    from tests.support.in_process import run_fairseq_in_process
+
+    common = [*TINY_MODEL_ARGS, "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",
+              "--tokens-per-sample", "32", "--max-positions", "32", "--attention-window", "8", "--pad-to-multiple", "8",
+              "--dropout", "0", "--attention-dropout", "0",
+              "--batch-size", "2", "--optimizer", "adam", "--cpu", "--max-update", "1",
+              "--disable-validation", "--num-workers", "0", "--no-epoch-checkpoints", "--seed", "3"]
+    pretrained = tmp_path / "pretrained"
+    code, err = run_fairseq_in_process("fairseq-train", [str(kjv_data_bin), *common, "--lr", "1e-3",
+                                                         "--save-dir", str(pretrained)])
+    assert code == 0, err[-2000:]
+    (pretrained / "dict.txt").write_bytes((kjv_data_bin / "dict.txt").read_bytes())
+    grown = tmp_path / "grown"
+    grown.mkdir()
+    for item in kjv_data_bin.iterdir():
+        if item.suffix in (".bin", ".idx"):
+            (grown / item.name).symlink_to(item)
+    (grown / "dict.txt").write_text((kjv_data_bin / "dict.txt").read_text() + "newword 1\n")
+
+    restore = [str(grown), *common, "--lr", "1e-30", "--restore-file", str(pretrained / "checkpoint_last.pt"),
+               "--reset-optimizer", "--save-dir", str(tmp_path / "run")]
+    code, err = run_fairseq_in_process("fairseq-train", restore)
+    assert code == 1 and "--allow-dictionary-change" in err.strip().splitlines()[-1]
+    code, err = run_fairseq_in_process("fairseq-train", [*restore, "--allow-dictionary-change"])
+    assert code == 0, err[-2000:]
+
+    key = "encoder.sentence_encoder.embed_tokens.weight"
+    before = torch.load(pretrained / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"][key]
+    after = torch.load(tmp_path / "run" / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"][key]
+    symbols = len(training_inputs.read_symbols(kjv_data_bin / "dict.txt"))
+    old_mask = 4 + symbols  # fairseq's 4 specials, the symbols, then the task's <mask>
+    assert before.shape[0] == old_mask + 1 and after.shape[0] == old_mask + 2
+    torch.testing.assert_close(after[:old_mask], before[:old_mask], atol=1e-6, rtol=0)
+    torch.testing.assert_close(after[old_mask + 1], before[old_mask], atol=1e-6, rtol=0)  # <mask> -> <mask>
+    assert (after[old_mask] - before[old_mask]).abs().max() > 1e-3  # the new symbol: not the pretrained <mask>
