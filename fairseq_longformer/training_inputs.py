@@ -75,7 +75,7 @@ def _take_lock(folder: Path, what: str) -> None:
     except BlockingIOError:
         raise UserInputError(f"--save-dir {what} is in use by another training run (it holds the folder's lock); "
                              "wait for that run to end, or choose another --save-dir") from None
-    _held["path"] = folder
+    _held["path"] = folder.absolute()  # hydra changes the working folder between here and the exit
 
 
 def claim_save_dir(save_dir: str) -> None:
@@ -152,12 +152,15 @@ ID_SCAN_TOKENS = 1 << 24
 
 
 def _read_index(idx: Path):
-    """(dtype, sizes, pointers) of fairseq's mmap index, or a reason it cannot be one."""
+    """(dtype, sizes, pointers) of fairseq's mmap index, None for the legacy ``TNTIDX`` formats
+    (``--dataset-impl lazy/cached``: left to fairseq), or a reason it cannot be either."""
     data = idx.read_bytes()
+    if data.startswith(b"TNTIDX"):
+        return None
     head = len(_MMAP_MAGIC) + 8 + 1 + 8  # magic, version, dtype code, count (fairseq's Index)
     if len(data) < head or not data.startswith(_MMAP_MAGIC):
         return f"{idx.name} is not a fairseq mmap index (shorter than its header or another format)"
-    version, code, count = struct.unpack("<QBQ", data[len(_MMAP_MAGIC):head])
+    _version, code, count = struct.unpack("<QBQ", data[len(_MMAP_MAGIC):head])
     if code not in _DTYPES:
         return f"{idx.name} names an unknown token type {code}"
     if len(data) < head + count * 12:
@@ -199,6 +202,8 @@ def check_split(data_path: str, split: str, dictionary, disable_hint: str) -> No
         index = _read_index(idx)
         if isinstance(index, str):
             raise UserInputError(f"{idx}: {index}; binarize the {split} split again")
+        if index is None:
+            return
         dtype, sizes, pointers = index
         total += len(sizes)
         expected = int(pointers[-1]) + int(sizes[-1]) * np.dtype(dtype).itemsize if len(sizes) else 0
@@ -206,7 +211,7 @@ def check_split(data_path: str, split: str, dictionary, disable_hint: str) -> No
             raise UserInputError(f"{binary}: {binary.stat().st_size:,} bytes where its index {idx.name} needs "
                                  f"{expected:,} (truncated, or from another binarization); binarize the {split} "
                                  "split again")
-        if prefix.parent == data and dictionary is not None and len(sizes):
+        if prefix == data / split and dictionary is not None and len(sizes):  # one-dictionary layouts only
             tokens = np.memmap(binary, dtype=dtype, mode="r")
             seen = max(int(tokens[:ID_SCAN_TOKENS].max()), int(tokens[-ID_SCAN_TOKENS:].max()))
             if seen >= len(dictionary):
@@ -221,8 +226,10 @@ def check_split(data_path: str, split: str, dictionary, disable_hint: str) -> No
 # --- the restore ---------------------------------------------------------------------------------
 
 def read_symbols(path: Path) -> List[str]:
+    """The symbols of a fairseq dict.txt in order (``SYMBOL COUNT [#fairseq:overwrite]`` lines)."""
     with open(path, encoding="utf-8") as handle:
-        return [line.rsplit(" ", 1)[0] if " " in line else line.rstrip("\n") for line in handle if line.strip()]
+        lines = [line.rstrip("\n").removesuffix(" #fairseq:overwrite") for line in handle if line.strip()]
+    return [line.rsplit(" ", 1)[0] for line in lines]
 
 
 def check_restore_dictionary(checkpoint: str, data_path: str, allow_change: bool, flag: str) -> None:

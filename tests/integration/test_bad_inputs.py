@@ -101,7 +101,8 @@ def _world_files(world: Path, stock: Path, classification: Path) -> None:
 
 def _broken_data(world: Path, data: Path) -> None:
     """Data folders as a user may hold them: binarized by fairseq-preprocess (the stock
-    checkpoint's ``data``), then a split missing, empty (what fairseq writes for an empty file),
+    checkpoint's ``data``), then a split missing, empty (what fairseq's mmap builder, which
+    longformer-preprocess binarizes with, writes for a split of no document: ``--valid-docs 0``),
     truncated, a dictionary that is not the binaries', one that is not the checkpoint's."""
     from fairseq.data import indexed_dataset
 
