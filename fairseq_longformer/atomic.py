@@ -23,6 +23,8 @@ Temporary names are unique (``mkstemp``/``mkdtemp``) and each is held under an `
 writer while it lives; what a killed run left (the lock is released when a process dies) is
 removed, with a warning, by the next writer of the same name (``sweep_stale``).
 
+``hold_folder(folder)``: the same flock on a whole folder, held by a training for its life.
+
 A staged folder gets the permissions the umask gives an ordinary folder and its files (``mkdtemp``
 makes a 0700 folder, safetensors 0600 files).
 """
@@ -88,6 +90,13 @@ def _hold(path: PathLike) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def hold_folder(folder: PathLike) -> int:
+    """Hold ``folder``'s own flock for as long as the returned fd is open: one writer per folder
+    (a training's --save-dir), with no lock file written; the kernel lets it go when the holder
+    dies, so a killed run never leaves a stale lock. BlockingIOError when a live process holds it."""
+    return _hold(folder)
 
 
 def sweep_stale(folder: PathLike, prefix: str, suffixes: Sequence[str]) -> None:

@@ -5,6 +5,7 @@ idempotent, and touches fairseq's own modules only (nothing process-wide beyond 
 aliases fairseq reads). Tests that fail without them: tests/plugin/test_compat.py and the training
 tests (resume with --restore-file, --sample-break-mode eos, torchrun on CPU).
 """
+import atexit
 import logging
 import os
 import sys
@@ -185,6 +186,8 @@ def _resume_past_a_broken_last_checkpoint() -> None:
     """
     from fairseq import checkpoint_utils
 
+    from .user_errors import UserInputError
+
     original = checkpoint_utils.load_checkpoint
     if getattr(original, "_longformer_patched", False):
         return
@@ -197,9 +200,7 @@ def _resume_past_a_broken_last_checkpoint() -> None:
             return original(cfg, trainer, **kwargs)
         replacement = newest_intact_checkpoint(cfg.save_dir, skip=last)
         if replacement is None:
-            from .user_errors import UserInputError
-
-            raise UserInputError(  # one line at the CLI (install_excepthook), not a traceback
+            raise UserInputError(  # one line (user_errors), not a traceback
                 f"cannot resume: {last} is not a complete checkpoint (truncated, empty or another "
                 f"kind of file) and no other intact checkpoint*.pt is in {cfg.save_dir}; move or "
                 "delete it to start from scratch, or pass --restore-file PATH to start from another "
@@ -354,6 +355,231 @@ def _fp16_overflow_on_cpu() -> None:
 
 
 
+def _one_run_per_save_dir() -> None:
+    """fairseq-train makes ``--save-dir`` (and writes a ``dummy`` file into it) before reading
+    anything, and never locks it.
+
+    Fails without it: a run refused for a bad input leaves an empty save dir behind (the bad-input
+    table pre-created its folder, which hid it); two runs started into the same folder both finish
+    with exit 0, every checkpoint of the first replaced by the second's. With it
+    (``training_inputs``): at the start the folder is only checked (writable, or creatable), and
+    locked if it exists; it is made, and held by the run's flock until the process ends, once the
+    restore and the training data are loaded; a second run is refused in one line; a folder the run
+    made and left empty is removed at exit. Only the master rank, which writes, takes it. The lock
+    is the folder's own flock (``atomic.hold_folder``): a killed run's lock is gone with it.
+    fairseq-hydra-train binds ``call_main`` before the plugin loads: the release runs at exit there.
+    """
+    from fairseq import checkpoint_utils
+    from fairseq.distributed import utils as distributed_utils
+
+    from . import training_inputs as checks
+
+    if getattr(checkpoint_utils.verify_checkpoint_directory, "_longformer_patched", False):
+        return
+
+    def verify_checkpoint_directory(save_dir):
+        checks.claim_save_dir(save_dir)
+
+    original_load = checkpoint_utils.load_checkpoint
+
+    def load_checkpoint(cfg, trainer, **kwargs):
+        result = original_load(cfg, trainer, **kwargs)
+        if trainer.data_parallel_rank == 0:  # the inputs are accepted: the run may write now
+            checks.create_save_dir(cfg.save_dir)
+        return result
+
+    original_call_main = distributed_utils.call_main
+
+    def call_main(cfg, main, **kwargs):
+        try:
+            return original_call_main(cfg, main, **kwargs)
+        finally:
+            checks.release_save_dir()
+
+    verify_checkpoint_directory._longformer_patched = True
+    checkpoint_utils.verify_checkpoint_directory = verify_checkpoint_directory
+    checkpoint_utils.load_checkpoint = load_checkpoint
+    distributed_utils.call_main = call_main
+    atexit.register(checks.release_save_dir)
+
+
+def _inputs_checked_where_fairseq_reads_them() -> None:
+    """fairseq reads a run's data, flags and restore file without checking them.
+
+    Fails without it: a missing split ends in ``FileNotFoundError: Dataset not found``, an empty
+    one in ``StopIteration``, a truncated ``.bin`` in numpy's mmap error, binaries holding ids the
+    dictionary lacks in ``IndexError: index out of range in self``; ``--fp16`` on CPU in an
+    ``AssertionError``; a dropout of 1.5 trains; ``--restore-file``/``--finetune-from-model`` of
+    other sizes in ``Cannot load model parameters ... please ensure that the architectures match``
+    (naming no flag), and one of another dictionary trains silently on scrambled ids. With it,
+    each is one line from ``training_inputs`` before anything is written: the task's
+    ``load_dataset`` and ``build_model`` (wrapped per task in ``setup_task``), the Trainer's
+    construction and its ``load_checkpoint``. ``--allow-dictionary-change`` joins every fairseq
+    CLI's parser (beside ``--trust-checkpoint``).
+    """
+    from fairseq import options, tasks
+    from fairseq.trainer import Trainer
+
+    from . import training_inputs as checks
+    from .models.vocabulary import TOKEN_ROW_KEYS
+
+    if getattr(tasks.setup_task, "_longformer_patched", False):
+        return
+    original_setup = tasks.setup_task
+
+    def setup_task(cfg, **kwargs):
+        task = original_setup(cfg, **kwargs)
+        data, load, build = getattr(cfg, "data", None), task.load_dataset, task.build_model
+
+        def load_dataset(split, *args, **more):
+            if isinstance(data, str) and data:
+                try:
+                    dictionary = task.source_dictionary
+                except (NotImplementedError, AttributeError):
+                    dictionary = None
+                hint = ("give a data folder with a train split" if split == "train" else
+                        "pass --disable-validation (or another --valid-subset / --gen-subset)")
+                checks.check_split(data, split, dictionary, hint)
+            return load(split, *args, **more)
+
+        def build_model(model_cfg, *args, **more):
+            checks.check_model_flags(model_cfg)
+            return build(model_cfg, *args, **more)
+
+        task.load_dataset, task.build_model = load_dataset, build_model
+        return task
+
+    original_init = Trainer.__init__
+
+    def __init__(self, cfg, *args, **kwargs):
+        checks.check_precision(cfg.common, torch.cuda.is_available())
+        original_init(self, cfg, *args, **kwargs)
+
+    original_restore = Trainer.load_checkpoint
+
+    def load_checkpoint(self, filename, *args, **kwargs):
+        from .checkpoints import checkpoints_trusted, load_checkpoint as load_as_data
+
+        finetune = self.cfg.checkpoint.finetune_from_model
+        flag = ("--finetune-from-model" if finetune and os.path.abspath(finetune) == os.path.abspath(filename)
+                else "--restore-file")
+        data = getattr(self.cfg.task, "data", None)
+        move, rows, fresh = None, [], []
+        if os.path.isfile(filename) and isinstance(data, str):
+            checks.check_restore_dictionary(filename, data, checks.dictionary_change_allowed(), flag)
+            move = checks.mask_row_move(filename, data, getattr(self.task, "source_dictionary", None))
+        if move is not None:
+            named = dict(self.get_model().named_parameters(remove_duplicate=True))  # tied rows once
+            rows = [named[key] for key in TOKEN_ROW_KEYS if key in named]
+            fresh = [row[move[0]].detach().clone() for row in rows]
+        try:
+            extra_state = original_restore(self, filename, *args, **kwargs)
+            if move is not None:
+                checks.move_rows(rows, move, fresh)
+            return extra_state
+        except Exception as error:
+            if not str(error).startswith("Cannot load model parameters"):
+                raise
+            state = load_as_data(filename, trust=checkpoints_trusted(), mmap=True)
+            stored = state["cfg"]["model"] if state.get("cfg") else state.get("args")
+            raise checks.name_architecture_mismatch(filename, {"model": stored}, self.cfg.model, flag,
+                                                    str(error.__context__ or "")) from None
+
+    original_parse = options.parse_args_and_arch
+
+    def parse_args_and_arch(parser, *args, **kwargs):
+        if checks.ALLOW_DICTIONARY_CHANGE not in parser._option_string_actions:
+            parser.add_argument(checks.ALLOW_DICTIONARY_CHANGE, action="store_true",
+                                help="restore a checkpoint onto data whose dict.txt appends symbols to the "
+                                     "checkpoint's (their rows start fresh)")
+        parsed = original_parse(parser, *args, **kwargs)
+        namespace = parsed[0] if isinstance(parsed, tuple) else parsed
+        checks.allow_dictionary_change(bool(getattr(namespace, "allow_dictionary_change", False)))
+        return parsed
+
+    setup_task._longformer_patched = True
+    tasks.setup_task = setup_task
+    Trainer.__init__ = __init__
+    Trainer.load_checkpoint = load_checkpoint
+    options.parse_args_and_arch = parse_args_and_arch
+
+
+def _training_failures_in_one_line() -> None:
+    """What fails while fairseq trains, told as a traceback, after writing into the save dir.
+
+    Fails without it: a diverging run (NaN/inf loss or gradient) writes a ``crash.pt`` of the
+    model's size into the save dir, re-runs the step under fairseq's NanDetector (which itself can
+    die with ``StopIteration``) and ends in ``FloatingPointError``; a full or read-only disk under
+    a checkpoint save is retried three times 2.5 s apart, then leaves ``checkpoint_*.pt.tmp`` and
+    a traceback. With it: no crash.pt; the divergence is one line with its update, cause and the
+    flags to try; a disk error is one line naming the file and the fix, with no retry and no
+    temporary left (``training_inputs.diverged``, ``disk_refusal``).
+    """
+    from fairseq import checkpoint_utils
+    from fairseq.trainer import Trainer
+
+    from . import training_inputs as checks
+
+    if getattr(Trainer.train_step, "_longformer_patched", False):
+        return
+    logger = logging.getLogger("fairseq_longformer.compat")
+    original_save = checkpoint_utils.save_checkpoint
+
+    def save_checkpoint(cfg, trainer, epoch_itr, val_loss):
+        try:
+            return original_save(cfg, trainer, epoch_itr, val_loss)
+        except OSError as error:  # a copy onto checkpoint_last.pt (atomic_copy removes its temporary)
+            code = checks.disk_error(error)
+            if code is None:
+                raise
+            raise checks.disk_refusal(error.filename or cfg.save_dir, code) from None
+
+    original_write = checkpoint_utils._torch_persistent_save
+
+    def _torch_persistent_save(obj, f):
+        if isinstance(f, str):
+            return original_write(obj, f)
+        try:
+            return torch.save(obj, f)
+        except Exception as error:
+            code = checks.disk_error(error)
+            if code is None:
+                return original_write(obj, f)  # fairseq's retries, for other failures
+            name = getattr(f, "name", None)
+            if not isinstance(name, str):
+                raise
+            checks.remove_partial([name])  # fairseq's NAME.tmp
+            raise checks.disk_refusal(name[:-len(".tmp")] if name.endswith(".tmp") else name, code) from None
+
+    original_write_trainer = Trainer.save_checkpoint
+
+    def save_trainer_checkpoint(self, filename, extra_state):
+        if os.path.basename(filename) == "crash.pt":  # fairseq's dump of a failing step, among the user's files
+            logger.warning("not writing %s (the error below says what failed)", filename)
+            return
+        return original_write_trainer(self, filename, extra_state)
+
+    original_step = Trainer.train_step
+
+    def train_step(self, samples, *args, **kwargs):
+        try:
+            return original_step(self, samples, *args, **kwargs)
+        except Exception as error:
+            # fairseq re-runs the step under its NanDetector, which can itself fail (StopIteration
+            # on a module whose output holds no tensor): the FloatingPointError is then the context
+            cause = error if isinstance(error, FloatingPointError) else error.__context__
+            if not isinstance(cause, FloatingPointError):
+                raise
+            raise checks.diverged(cause, self.get_num_updates(), self.get_lr(),
+                                  bool(getattr(self.cfg.common, "fp16", False))) from None
+
+    train_step._longformer_patched = True
+    checkpoint_utils.save_checkpoint = save_checkpoint
+    checkpoint_utils._torch_persistent_save = _torch_persistent_save
+    Trainer.save_checkpoint = save_trainer_checkpoint
+    Trainer.train_step = train_step
+
+
 # Warnings the stack prints on every run that no user of this project can act on (they concern
 # fairseq's own code). Matched by message, so every other warning still shows.
 _UNACTIONABLE_WARNINGS = (
@@ -388,6 +614,9 @@ def apply() -> None:
     _bf16_without_a_tpu()
     _bf16_inference()
     _fp16_overflow_on_cpu()
+    _one_run_per_save_dir()
+    _inputs_checked_where_fairseq_reads_them()
+    _training_failures_in_one_line()
     _quiet_unactionable_warnings()
 
 

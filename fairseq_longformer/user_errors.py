@@ -3,20 +3,46 @@
 fairseq's CLIs have no error handling of their own: whatever the plugin raises ends as a
 traceback. The plugin raises ``UserInputError`` (a ValueError) for a problem the user can fix (a
 checkpoint refused as code, a task run with a criterion it cannot work with, an evaluation
-context longer than its blocks); ``install_excepthook`` makes such an uncaught error print
-``error: <message>`` on stderr and exit 1, with no traceback. Every other exception keeps
-Python's report. Installed when a fairseq CLI parses its arguments with the plugin loaded.
+context longer than its blocks); ``install_excepthook`` makes such an uncaught error (and a
+ValueError raised in the plugin's own code: ``is_user_error``) print ``error: <message>`` on
+stderr and exit 1, with no traceback. Every other exception keeps Python's report. Installed
+when a fairseq CLI parses its arguments with the plugin loaded; fairseq-hydra-train prints the
+one line through hydra (``UserInputError`` is a ``CompactHydraException`` too).
 """
+import os
 import sys
 
+try:  # fairseq-hydra-train reports a job's error through hydra, which prints a compact one as is
+    from hydra.errors import CompactHydraException as _ReportedAsOneLine
+except ImportError:  # pragma: no cover  (hydra comes with fairseq)
+    _ReportedAsOneLine = Exception
 
-class UserInputError(ValueError):
-    """A bad input the user can fix; its message is one line naming the input and the fix."""
+
+class UserInputError(ValueError, _ReportedAsOneLine):
+    """A bad input the user can fix; its message is one line naming the input and the fix (also
+    under fairseq-hydra-train, whose hydra prints a ``CompactHydraException`` without its stack)."""
+
+
+_PLUGIN = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def is_user_error(error: BaseException, traceback) -> bool:
+    """A UserInputError, or a ValueError raised in the plugin's own code: by the project's rule
+    (bad input raises ValueError naming the argument, ``assert`` guards internal invariants) one
+    of its input checks (``--train-mask-prob``, the attention config's ranges, ...), which,
+    raised inside fairseq's stack, reached the user as a traceback's last line."""
+    if isinstance(error, UserInputError):
+        return True
+    if not isinstance(error, ValueError) or traceback is None:
+        return False
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    return os.path.abspath(traceback.tb_frame.f_code.co_filename).startswith(_PLUGIN)
 
 
 def _report_user_errors(previous):
     def excepthook(kind, error, traceback):
-        if isinstance(error, UserInputError):
+        if is_user_error(error, traceback):
             print(f"error: {error}", file=sys.stderr)
             return
         previous(kind, error, traceback)

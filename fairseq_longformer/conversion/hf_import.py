@@ -95,6 +95,31 @@ def _labels(config: Mapping) -> List[str]:
 
 
 
+# settings transformers' config classes give a default when config.json lacks them, read by the
+# importer (sizes are not among them: those are checked against the tensors)
+DEFAULTED_SETTINGS = ("layer_norm_eps", "type_vocab_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                      "hidden_act", "position_embedding_type", "tie_word_embeddings")
+# transformers 5's LongformerConfig/RobertaConfig defaults, for a machine without transformers
+TRANSFORMERS_DEFAULTS = {"layer_norm_eps": 1e-12, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
+                         "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
+                         "position_embedding_type": "absolute", "tie_word_embeddings": True}
+FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
+
+
+def with_transformers_defaults(config: Mapping, model_type: str):
+    """(config.json as transformers reads it, the names it lacked): each missing setting takes the
+    default of transformers' config class for ``model_type`` (layer_norm_eps 1e-12, not fairseq's
+    1e-5: a model imported with fairseq's would drift from the one transformers runs)."""
+    try:
+        import transformers
+
+        defaults = transformers.AutoConfig.for_model(model_type).to_dict()
+    except (ImportError, ValueError):
+        defaults = TRANSFORMERS_DEFAULTS
+    missing = [name for name in DEFAULTED_SETTINGS if name not in config and name in defaults]
+    return {**config, **{name: defaults[name] for name in missing}}, missing
+
+
 def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
               overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
     """``longformer-import-hf``: a HF Longformer or RoBERTa (masked LM, sequence classification or
@@ -121,12 +146,18 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                          "('led' folders by import_led)")
     base = HF_BASE[model_type]
     problems = config_problems(config, model_type)
+    config, defaulted = with_transformers_defaults(config, model_type)
     if not problems:  # sizes against the tensors' names and shapes: nothing below is sized by an unchecked number
         check_sizes(config, tensor_shapes(hf_dir), {name: (key.format(base=base), dim)
                                                     for name, (key, dim) in HF_SIZES.items()},
                     {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
                     ("num_attention_heads",), hf_dir)
-        problems = size_problems(config, model_type)
+        problems = size_problems(config, model_type) + [
+            f"{problem} (config.json has no {name}: transformers reads it as its default; if the model was trained "
+            f"with fairseq's value, write \"{name}\": {FAIRSEQ_VALUES.get(name)!r} into config.json)"
+            for name, problem in ((name, problem) for problem in config_problems(
+                {key: config[key] for key in defaulted}, model_type) for name in defaulted
+                if problem.startswith(f"{name} ="))]
     if problems:
         raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
     warnings: List[str] = []

@@ -9,6 +9,7 @@ parse sys.argv and report through the plugin's excepthook). ``test_print_table``
 of commands x inputs -> outcomes (run with -s to see it).
 """
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -20,12 +21,13 @@ import traceback
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.support.in_process import run_fairseq_in_process
 from tests.support.finetune_data import classification_data, kjv_jsonl  # noqa: F401  (fixtures)
 from tests.plugin.test_checkpoints import RunsCode, stock_roberta  # noqa: F401  (fixture: a fairseq-train checkpoint)
 from tests.support.corrupt import flipped_copy
@@ -33,6 +35,8 @@ from tests.support.corrupt import flipped_copy
 BIN = Path(sys.executable).parent
 PLUGIN = str(REPO / "fairseq_longformer")
 OUTCOMES: List[Tuple[str, str, str]] = []
+# what hydra (fairseq-hydra-train) prints after every failed job, after the error's own line
+HYDRA_FOOTER = "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
 
 
 @dataclass
@@ -42,6 +46,8 @@ class Case:
     argv: Callable[[Path], List[str]]  # given the world folder
     names: str  # what the last stderr line must name (a path, relative to the world, or a flag)
     fix: str  # and the fix it must give
+    in_process: bool = False  # a fairseq CLI run in this process (its cli_main, sys.argv, the excepthook)
+    condition: Optional[Callable[[pytest.MonkeyPatch, Path], None]] = None  # a simulated system state
 
 
 def _world_files(world: Path, stock: Path, classification: Path) -> None:
@@ -89,6 +95,44 @@ def _world_files(world: Path, stock: Path, classification: Path) -> None:
     (world / "hotpot").mkdir()  # a split of prepared HotpotQA data (its side file) and its published file
     (world / "hotpot" / "valid.hotpot.jsonl").write_text("")
     (world / "hotpot" / "dev.json").write_text("[]")
+    _broken_data(world, Path(state["cfg"]["task"]["data"]))
+    (world / "busy").mkdir()  # the --save-dir of a training that runs now (the test holds its lock)
+    (world / "ro").mkdir()  # on a read-only disk (condition: read_only)
+    (world / "evilsave").mkdir()  # a finished run's folder whose checkpoint holds code
+    (world / "evilsave" / "model.pt").write_bytes((world / "evil" / "model.pt").read_bytes())
+    (world / "evilsave" / "train.log").write_text("".join(
+        f"2026-01-01 00:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {9 - u / 10} | "
+        f"bpc {9 - u / 10} | acc 10 | num_updates {u}\n" for u in (1, 2)))
+
+
+def _broken_data(world: Path, data: Path) -> None:
+    """Data folders as a user may hold them: binarized by fairseq-preprocess (the stock
+    checkpoint's ``data``), then a split missing, empty (what fairseq's mmap builder, which
+    longformer-preprocess binarizes with, writes for a split of no document: ``--valid-docs 0``),
+    truncated, a dictionary that is not the binaries', one that is not the checkpoint's."""
+    from fairseq.data import indexed_dataset
+
+    def copy(name, splits=("train", "valid")):
+        (world / name).mkdir()
+        (world / name / "dict.txt").write_bytes((data / "dict.txt").read_bytes())
+        for split in splits:
+            for ext in ("bin", "idx"):
+                (world / name / f"{split}.{ext}").write_bytes((data / f"{split}.{ext}").read_bytes())
+        return world / name
+
+    copy("novalid", ["train"])
+    empty = copy("emptyvalid", ["train"])
+    indexed_dataset.make_builder(str(empty / "valid.bin"), impl="mmap", vocab_size=100).finalize(str(empty / "valid.idx"))
+    cut = copy("cut")
+    (cut / "train.bin").write_bytes((data / "train.bin").read_bytes()[:1000])
+    small = copy("smalldict")
+    (small / "dict.txt").write_text("".join((data / "dict.txt").read_text().splitlines(keepends=True)[:10]))
+    swapped = copy("swapped")  # two symbols of the checkpoint's dictionary in the other order
+    lines = (data / "dict.txt").read_text().splitlines(keepends=True)
+    lines[3], lines[4] = lines[4], lines[3]
+    (swapped / "dict.txt").write_text("".join(lines))
+    grown = copy("grown")  # the checkpoint's symbols, then one more
+    (grown / "dict.txt").write_text((data / "dict.txt").read_text() + "newword 1\n")
 
 
 def snapshot(world: Path) -> dict:
@@ -108,7 +152,51 @@ def tiny_train(*extra: str) -> List[str]:
             "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
             "--encoder-attention-heads", "2", "--tokens-per-sample", "32", "--batch-size", "2", "--optimizer", "adam",
             "--lr", "1e-3", "--cpu", "--max-update", "2", "--no-epoch-checkpoints", "--disable-validation",
-            "--num-workers", "0", "--save-dir", "save", *extra]
+            "--num-workers", "0", "--save-dir", "run", *extra]
+
+
+def train_on(data: str, *extra: str) -> List[str]:
+    """``tiny_train`` on another data folder, validating (the valid split is read)."""
+    return [data, *(flag for flag in tiny_train(*extra)[1:] if flag != "--disable-validation")]
+
+
+def read_only(monkeypatch: pytest.MonkeyPatch, world: Path) -> None:
+    """world/ro is on a read-only disk: what the kernel answers to creating anything in it."""
+    real_mkdir, real_open = os.mkdir, os.open
+    inside = str(world / "ro")
+
+    def refuse(path):
+        if os.path.abspath(os.fspath(path)).startswith(inside + os.sep):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
+
+    monkeypatch.setattr(os, "mkdir", lambda path, *a, **k: refuse(path) or real_mkdir(path, *a, **k))
+    monkeypatch.setattr(os, "open", lambda path, flags, *a, **k: (refuse(path) if flags & os.O_CREAT else None)
+                        or real_open(path, flags, *a, **k))
+
+
+def disk_full(monkeypatch: pytest.MonkeyPatch, world: Path) -> None:
+    """The disk fills up while a checkpoint is written: half of it lands, then ENOSPC."""
+    real_save = torch.save
+
+    def save(obj, f, *args, **kwargs):
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", save)
+
+
+def hydra_train(world: Path, *overrides: str) -> List[str]:
+    """fairseq-hydra-train with the project's base recipe, shrunk; hydra's own run folder apart."""
+    return ["--config-dir", str(REPO / "recipes" / "hydra"), "--config-name", "longformer_base",
+            f"task.data={world / 'data'}", "checkpoint.finetune_from_model=null", f"checkpoint.save_dir={world / 'run'}",
+            f"common.user_dir={PLUGIN}", "common.fp16=false", "common.cpu=true", "optimization.max_update=1",
+            "optimization.update_freq=[1]", "dataset.batch_size=2", "dataset.num_workers=0",
+            "task.tokens_per_sample=32", "task.pad_to_multiple=16", "model.max_positions=32",
+            "model.attention_window=16", "+model.encoder_layers=1", "+model.encoder_embed_dim=32",
+            "+model.encoder_ffn_embed_dim=64", "+model.encoder_attention_heads=2",
+            f"hydra.run.dir={world.parent / 'hydra'}", "distributed_training.distributed_world_size=1", *overrides]
 
 
 TRUST = "--trust-checkpoint"
@@ -165,7 +253,7 @@ CASES = [
         "cls", "--user-dir", PLUGIN, "--task", "longformer_classification", "--criterion", "cross_entropy",
         "--arch", "longformer_base", "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
         "--encoder-attention-heads", "2", "--attention-window", "8", "--max-positions", "64", "--cpu",
-        "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--save-dir", "save"],
+        "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--save-dir", "run"],
          "--criterion cross_entropy", "--criterion longformer_classification"),
     Case("fairseq-eval-lm", "--context-window = --tokens-per-sample", lambda w: [
         "data", "--user-dir", PLUGIN, "--path", "ckdir/model.pt", "--task", "language_modeling", "--tokens-per-sample", "64",
@@ -175,7 +263,30 @@ CASES = [
     Case("longformer-convert-roberta", "flipped bit", lambda w: ["--source", "flipped", "--output", "out"], "flipped/model.pt", CORRUPT),
     Case("longformer-convert-bart", "flipped bit", lambda w: ["--source", "flipped", "--output", "out"], "flipped/model.pt", CORRUPT),
     Case("longformer-export-hf", "flipped bit", lambda w: ["flipped/model.pt", "out"], "flipped/model.pt", CORRUPT),
-    Case("fairseq-train", "flipped bit (--restore-file)", lambda w: tiny_train("--restore-file", "flipped/model.pt"), "flipped/model.pt", CORRUPT),
+    Case("fairseq-train", "flipped bit (--restore-file)", lambda w: tiny_train("--restore-file", "flipped/model.pt"), "flipped/model.pt", CORRUPT, in_process=True),
+    # issue 40: every failure a user can fix, from what a user has (no --save-dir prepared)
+    Case("fairseq-train", "--save-dir held by a running training", lambda w: tiny_train("--save-dir", "busy"), "busy", "another --save-dir", in_process=True),
+    Case("fairseq-train", "--save-dir on a read-only disk", lambda w: tiny_train("--save-dir", "ro/run"), "ro/run", "writable disk", in_process=True, condition=read_only),
+    Case("fairseq-train", "disk full while saving", lambda w: tiny_train("--max-update", "1"), "checkpoint", "free space", in_process=True, condition=disk_full),
+    Case("fairseq-train", "valid split missing", lambda w: train_on("novalid"), "novalid", "--disable-validation", in_process=True),
+    Case("fairseq-train", "valid split empty", lambda w: train_on("emptyvalid"), "emptyvalid", "--disable-validation", in_process=True),
+    Case("fairseq-train", "train split truncated", lambda w: train_on("cut"), "cut/train.bin", "binarize the train split again", in_process=True),
+    Case("fairseq-train", "dictionary smaller than the binaries' ids", lambda w: train_on("smalldict"), "smalldict/dict.txt", "--srcdict", in_process=True),
+    Case("fairseq-train", "dictionary not the --restore-file's", lambda w: train_on("swapped", "--restore-file", "ckdir/model.pt"), "ckdir/dict.txt", "--srcdict ckdir/dict.txt", in_process=True),
+    Case("fairseq-train", "dictionary grown, no flag", lambda w: train_on("grown", "--restore-file", "ckdir/model.pt"), "ckdir/dict.txt", "--allow-dictionary-change", in_process=True),
+    Case("fairseq-train", "--restore-file of other sizes", lambda w: tiny_train("--restore-file", "ckdir/model.pt", "--encoder-layers", "2"), "--encoder-layers 2 (the checkpoint: 1)", "checkpoint's values", in_process=True),
+    Case("fairseq-train", "--finetune-from-model of other sizes", lambda w: tiny_train("--finetune-from-model", "ckdir/model.pt", "--encoder-embed-dim", "64"), "--encoder-embed-dim 64 (the checkpoint: 32)", "checkpoint's values", in_process=True),
+    Case("fairseq-train", "--fp16 on CPU", lambda w: tiny_train("--fp16"), "--fp16", "--bf16", in_process=True),
+    Case("fairseq-train", "--attention-dropout out of range", lambda w: tiny_train("--attention-dropout", "1.5"), "--attention-dropout 1.5", "[0, 1)", in_process=True),
+    Case("fairseq-train", "diverging training (NaN/inf)", lambda w: tiny_train("--lr", "1e30", "--max-update", "20"), "diverged", "lower --lr", in_process=True),
+    Case("fairseq-train", "the plugin's own check (--train-mask-prob 1.5)", lambda w: [
+        "data", "--user-dir", PLUGIN, "--arch", "longformer_base", "--task", "longformer_mlm", "--criterion", "longformer_mlm",
+        "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
+        "--attention-window", "8", "--pad-to-multiple", "8", "--tokens-per-sample", "32", "--max-positions", "32",
+        "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-3", "--cpu", "--max-update", "1", "--disable-validation",
+        "--num-workers", "0", "--save-dir", "run", "--train-mask-prob", "1.5"], "--train-mask-prob", "(0, 1)", in_process=True),
+    Case("fairseq-hydra-train", "attention_dropout out of range", lambda w: hydra_train(w, "model.attention_dropout=1.5"), "--attention-dropout 1.5", "[0, 1)"),
+    Case("longformer-report", "checkpoint holds code (no bpc.png)", lambda w: ["--data", "data", "--save-dir", "evilsave", "--checkpoint", "model.pt"], "evilsave/model.pt", TRUST),
 ]
 
 
@@ -211,9 +322,13 @@ def run_subprocess(command: str, argv: List[str], cwd: Path) -> Tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def world(stock_roberta, classification_data, tmp_path_factory) -> Path:  # noqa: F811
+    from fairseq_longformer.atomic import hold_folder
+
     folder = tmp_path_factory.mktemp("world")
     _world_files(folder, stock_roberta, classification_data)
-    return folder
+    busy = hold_folder(folder / "busy")  # a training in another process holds it so
+    yield folder
+    os.close(busy)
 
 
 def test_every_console_script_is_in_the_table():
@@ -225,11 +340,15 @@ def test_bad_input(case: Case, world: Path, monkeypatch, request):
     monkeypatch.chdir(world)
     before = snapshot(world)
     scripts = console_scripts()
-    if case.command in scripts and case.command != "longformer-train":
+    if case.condition is not None:
+        case.condition(monkeypatch, world)
+    if case.in_process:
+        code, stderr = run_fairseq_in_process(case.command, case.argv(world))
+    elif case.command in scripts and case.command != "longformer-train":
         code, stderr = run_in_process(scripts[case.command], case.argv(world))
     else:  # fairseq's CLIs (and the wrapper around fairseq-train) parse sys.argv
         code, stderr = run_subprocess(case.command, case.argv(world), world)
-    lines = [line for line in stderr.splitlines() if line.strip()]
+    lines = [line for line in stderr.splitlines() if line.strip() and line != HYDRA_FOOTER]
     last = lines[-1] if lines else ""
     problems = []
     if code == 0:
@@ -240,6 +359,7 @@ def test_bad_input(case: Case, world: Path, monkeypatch, request):
         problems.append(f"last line does not name {case.names!r} and {case.fix!r}")
     if (world / "RAN").exists():
         problems.append("the pickle's code ran")
+    monkeypatch.undo()  # the simulated disk is gone before the world is compared
     if snapshot(world) != before:
         changed = set(snapshot(world).items()) ^ set(before.items())
         problems.append(f"files changed: {sorted({path for path, _ in changed})[:5]}")

@@ -122,3 +122,16 @@ def test_tokenizer_json_without_content_is_refused(hf_folder, tmp_path, capsys):
     (folder / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"id": 0, "special": True}]}))
     refused(import_cli, [folder, tmp_path / "out"], folder, tmp_path / "out", capsys,
             "tokenizer.json", "'content'", "download the folder again")
+
+
+def test_a_config_without_layer_norm_eps_is_read_as_transformers_reads_it(hf_folder, tmp_path, capsys):
+    """transformers builds a config.json without layer_norm_eps with its own default (1e-12), not
+    fairseq's 1e-5: importing it as 1e-5 gave a model whose logits drift from the one transformers
+    runs. The importer reads the folder as transformers does, and so names the mismatch."""
+    folder = copy_folder(hf_folder, tmp_path / "in")
+    edit_config(folder, layer_norm_eps=None)
+    read_by_transformers = transformers.AutoConfig.from_pretrained(folder).layer_norm_eps
+    assert read_by_transformers != 1e-5
+    refused(import_cli, [folder, tmp_path / "out"], folder, tmp_path / "out", capsys,
+            f"layer_norm_eps = {read_by_transformers!r}", "config.json has no layer_norm_eps",
+            '"layer_norm_eps": 1e-05')
