@@ -154,8 +154,8 @@ def stamp() -> str:
            f"{time.strftime('%Y-%m-%d', time.gmtime())} UTC"
 
 
-def render(a, results: dict, seconds: float, load: str, argv, run_stamp: str) -> str:
-    """The page of a finished run: OUT/table.md, table.json, and with --write-docs the docs page."""
+def summary(results: dict) -> dict:
+    """{(stage, decoding): joint F1 per seed, its median and spread, mean answer and sp F1} over the seeds."""
     seeds = sorted(results)
     table = {}
     for stage, decoding in ROWS:
@@ -164,17 +164,35 @@ def render(a, results: dict, seconds: float, load: str, argv, run_stamp: str) ->
                                     **summarize([v["joint_f1"] for v in per_seed.values()]),
                                     "answer_f1": sum(v["f1"] for v in per_seed.values()) / len(seeds),
                                     "sp_f1": sum(v["sp_f1"] for v in per_seed.values()) / len(seeds)}
-    text = (markdown(a, table, {s: results[s]["selection"] for s in seeds}, seeds)
-            + f"\ntotal {round(seconds)} s on CPU (load average {load}); {run_stamp}\n\n"
-            + regenerate_note(MODULE, argv) + "\n")
+    return table
+
+
+def page(done: dict) -> str:
+    """The docs page of a finished run, from its stored report (table.json) alone."""
+    a = parse_args(done["argv"])  # the settings the run had
+    results = {int(seed): run for seed, run in done["runs"].items()}
+    seeds = sorted(results)
+    text = (markdown(a, summary(results), {s: results[s]["selection"] for s in seeds}, seeds)
+            + f"\ntotal {round(done['seconds'])} s on CPU (load average {done['load']}); {done['stamp']}\n\n"
+            + regenerate_note(MODULE, done["argv"]) + "\n")
+    return "# HotpotQA's two stages and evidence decoding in small\n\n" + text
+
+
+def render(a, results: dict, seconds: float, load: str, argv, run_stamp: str) -> str:
+    """The page of a finished run: OUT/table.json and OUT/table.md, and with --write-docs the docs page
+    and its JSON (docs/results/NAME.md, NAME.json: the page is rendered again from the JSON by
+    longformer_tools.report.results_pages)."""
+    table = summary(results)
+    done = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}, "argv": argv,
+            "seconds": seconds, "load": load, "stamp": run_stamp,
+            "table": {f"{s} / {d}": t for (s, d), t in table.items()}, "runs": results}
+    report = json.dumps(done, indent=2) + "\n"
+    text = page(json.loads(report))
     (a.out / "table.md").write_text(text)
-    (a.out / "table.json").write_text(json.dumps({
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}, "argv": argv,
-        "seconds": seconds, "load": load, "stamp": run_stamp, "table": {f"{s} / {d}": t for (s, d), t in table.items()},
-        "runs": results}, indent=2) + "\n")
+    (a.out / "table.json").write_text(report)
     if a.write_docs:
-        (REPO / "docs" / "results" / f"{a.docs_name}.md").write_text(
-            "# HotpotQA's two stages and evidence decoding in small\n\n" + text)
+        (REPO / "docs" / "results" / f"{a.docs_name}.json").write_text(report)
+        (REPO / "docs" / "results" / f"{a.docs_name}.md").write_text(text)
     return text
 
 
@@ -186,7 +204,7 @@ def main(argv=None) -> int:
         done = json.loads((a.out / "table.json").read_text())
         runs = {int(seed): run for seed, run in done["runs"].items()}
         ran = parse_args(done["argv"])  # the settings the run had
-        ran.out, ran.write_docs = a.out, a.write_docs
+        ran.out, ran.write_docs, ran.docs_name = a.out, a.write_docs, a.docs_name
         print(render(ran, runs, done["seconds"], done["load"], done["argv"], done["stamp"]), end="")
         return 0
     started, run_stamp = time.time(), stamp()

@@ -71,6 +71,12 @@ def _table5() -> str:
     return page(json.loads((Path(RESULTS) / "table5_small.json").read_text()))
 
 
+def _hotpotqa_small(name: str) -> str:
+    from longformer_experiments.hotpotqa_small.main import page
+
+    return page(json.loads((Path(RESULTS) / f"{name}.json").read_text()))
+
+
 def _charlm_ablation(name: str) -> str:
     from longformer_experiments.charlm_ablation.main import page
 
@@ -91,6 +97,8 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "charlm_ablation_relative.md": lambda: _charlm_ablation("charlm_ablation_relative"),
     "core_dropout.md": _core_dropout,
     "table5_small.md": _table5,
+    "hotpotqa_small.md": lambda: _hotpotqa_small("hotpotqa_small"),
+    "hotpotqa_small_900.md": lambda: _hotpotqa_small("hotpotqa_small_900"),
     "gpu_h200.md": _gpu,
     "triton_compile.md": _compile_table,
 }
