@@ -173,7 +173,7 @@ def page(done: dict) -> str:
     results = {int(seed): run for seed, run in done["runs"].items()}
     seeds = sorted(results)
     text = (markdown(a, summary(results), {s: results[s]["selection"] for s in seeds}, seeds)
-            + f"\ntotal {round(done['seconds'])} s on CPU (load average {done['load']}); {done['stamp']}\n\n"
+            + f"\ntotal {round(done['seconds'])} s on CPU (load average {done['load']}). Measured on {done['stamp']}\n\n"
             + regenerate_note(MODULE, done["argv"]) + "\n")
     return "# HotpotQA's two stages and evidence decoding in small\n\n" + text
 
