@@ -1,4 +1,5 @@
-"""``longformer-import-hf HF_DIR OUTDIR``: a Hugging Face Longformer or RoBERTa masked-LM folder ->
+"""``longformer-import-hf HF_DIR OUTDIR``: a Hugging Face Longformer or RoBERTa-family (RoBERTa, XLM-R,
+CamemBERT, RobertaForMaskedLM-shaped) masked-LM folder ->
 a fairseq checkpoint (OUTDIR/model.pt, with the cfg fairseq's checkpoint_utils and
 ``fairseq-train --restore-file`` read) and OUTDIR/dict.txt, with fairseq ids == HF ids. A
 sequence-classification or question-answering folder becomes a checkpoint of task
