@@ -90,6 +90,7 @@ setup(
             "longformer-bench-led = longformer_tools.cli.bench_led:main",
             "longformer-bench-lm = longformer_tools.cli.bench_lm:main",
             "longformer-bench-mlm = longformer_tools.cli.bench_mlm:main",
+            "longformer-bench-hf = longformer_tools.cli.bench_hf:main",
             "longformer-preprocess = longformer_preprocessing.cli:main",
             "longformer-preprocess-chars = longformer_preprocessing.chars:main",
             "longformer-prepare-task = longformer_preprocessing.task_data:main",
