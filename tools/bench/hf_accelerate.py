@@ -7,6 +7,8 @@ Cases (each a pair of models holding the same random weights, one accelerated):
     led_encoder_forward  LEDModel's encoder, eval, no_grad, N_led tokens, token 0 global
     led_generate         LEDForConditionalGeneration.generate, greedy, a fixed number of new
                          tokens from an N_gen-token source (token 0 global)
+    onnx_forward         LongformerForMaskedLM forward, stock PyTorch against onnxruntime running
+                         the graph ``longformer-export-onnx`` writes (same weights, same threads)
 Timings are interleaved (stock, accelerated, stock, ...) after one warm-up call of each, so a
 busy spell of a shared machine falls on both alike; each row keeps every run, the median and
 the range. The outputs of the two models are compared once per case (max |difference|).
@@ -15,11 +17,14 @@ import copy
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Dict, List
 
 import torch
 
-CASES = ("longformer_forward", "longformer_fwd_bwd", "led_encoder_forward", "led_generate")
+CASES = ("longformer_forward", "longformer_fwd_bwd", "led_encoder_forward", "led_generate", "onnx_forward")
+# cases whose second model is not the accelerated one: what the "accelerated" column then holds
+CONTENDERS = {"onnx_forward": "onnxruntime"}
 
 
 @dataclass(frozen=True)
@@ -115,9 +120,42 @@ def _calls(case: str, s: Sizes) -> Dict[str, Callable[[], torch.Tensor]]:
                 return model.generate(input_ids=ids, attention_mask=mask, global_attention_mask=glob,
                                       max_new_tokens=s.new_tokens, min_new_tokens=s.new_tokens, num_beams=1,
                                       do_sample=False).float()
+    elif case == "onnx_forward":
+        return _onnx_calls(s)
     else:
         raise ValueError(f"unknown case {case!r}: one of {CASES}")
     return {name: (lambda m=model: call(m)) for name, model in models.items()}
+
+
+def _onnx_calls(s: Sizes) -> Dict[str, Callable[[], torch.Tensor]]:
+    import tempfile
+
+    import onnxruntime
+    import transformers
+
+    from fairseq_longformer.serving.onnx_export import export_graph, graph_module
+
+    config = transformers.LongformerConfig(
+        vocab_size=s.vocab, hidden_size=s.hidden, num_hidden_layers=s.layers, num_attention_heads=s.heads,
+        intermediate_size=s.ffn, max_position_embeddings=_padded(s.length, s.window) + 2, attention_window=2 * s.window,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=1)
+    torch.manual_seed(0)
+    model = transformers.LongformerForMaskedLM(config).eval()
+    _, module, outputs = graph_module(model)
+    with tempfile.TemporaryDirectory() as scratch:
+        export_graph(module, outputs, Path(scratch) / "m.onnx", s.vocab)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = torch.get_num_threads()
+        session = onnxruntime.InferenceSession(str(Path(scratch) / "m.onnx"), options,
+                                               providers=["CPUExecutionProvider"])
+    ids, mask, glob = _inputs(s.length, s.vocab)
+    feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "global_attention_mask": glob.numpy()}
+
+    def stock():
+        with torch.no_grad():
+            return model(input_ids=ids, attention_mask=mask, global_attention_mask=glob).logits
+
+    return {"stock": stock, "accelerated": lambda: torch.from_numpy(session.run(None, feed)[0])}
 
 
 def run_case(case: str, s: Sizes, runs: int) -> dict:
@@ -133,7 +171,7 @@ def run_case(case: str, s: Sizes, runs: int) -> dict:
             start = time.perf_counter()
             call()
             seconds[name].append(time.perf_counter() - start)
-    row = {"case": case, "max_abs_difference": difference, "load_average_before": load_before,
+    row = {"case": case, "contender": CONTENDERS.get(case, "accelerated"), "max_abs_difference": difference, "load_average_before": load_before,
            "load_average_after": _load()}
     for name, values in seconds.items():
         row[name] = {"median_s": statistics.median(values), "min_s": min(values), "max_s": max(values),
@@ -151,7 +189,7 @@ def _load():
 def page(report: dict) -> str:
     """The markdown results page of a stored report (the CLI writes it from the JSON it stored)."""
     s, env = report["settings"], report["environment"]
-    lengths = {"longformer_forward": s["length"], "longformer_fwd_bwd": s["length"],
+    lengths = {"longformer_forward": s["length"], "longformer_fwd_bwd": s["length"], "onnx_forward": s["length"],
                "led_encoder_forward": s["led_length"], "led_generate": s["gen_length"]}
     lines = [
         "# transformers' Longformer / LED, stock against `longformer_kernels.hf.accelerate` (CPU)", "",
@@ -169,10 +207,12 @@ def page(report: dict) -> str:
     for row in report["results"]:
         st, ac = row["stock"], row["accelerated"]
         lines.append(
-            f"| {row['case']} | {lengths[row['case']]:,} | {st['median_s']:.3f} ({st['min_s']:.3f}-{st['max_s']:.3f}) "
+            f"| {row['case']}{'' if row.get('contender', 'accelerated') == 'accelerated' else ' (' + row['contender'] + ')'} "
+            f"| {lengths[row['case']]:,} | {st['median_s']:.3f} ({st['min_s']:.3f}-{st['max_s']:.3f}) "
             f"| {ac['median_s']:.3f} ({ac['min_s']:.3f}-{ac['max_s']:.3f}) | {row['speedup']:.2f} | "
             f"{row['max_abs_difference']:.2g} | {row['load_average_before']} / {row['load_average_after']} |")
-    lines += ["", "speedup = stock median / accelerated median (> 1: accelerated faster). led_generate: "
+    lines += ["", "speedup = stock median / accelerated median (> 1: accelerated faster); a case marked "
+              "(onnxruntime) has onnxruntime running the exported graph in the accelerated column. led_generate: "
               f"{s['new_tokens']} new tokens, greedy (the encoder runs once; the decoder is stock in both).",
               "A load average above the CPU count means other processes shared the machine: the ratio, measured "
               "side by side, is the figure to read, not the absolute times.", ""]

@@ -16,15 +16,15 @@ TOL = 1e-4
 VOCAB, POSITIONS = 50, 4200
 
 
-def _sizes(layers):
+def _sizes():  # fairseq's layer-norm eps, so that the MLM also imports as a fairseq checkpoint
     return dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=1, bos_token_id=0,
-                eos_token_id=2, num_attention_heads=4)
+                eos_token_id=2, num_attention_heads=4, layer_norm_eps=1e-5)
 
 
 def _longformer(cls, layers, windows, seed, **extra):
     config = transformers.LongformerConfig(
         vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers, intermediate_size=64,
-        max_position_embeddings=POSITIONS, attention_window=windows, sep_token_id=2, **_sizes(layers), **extra)
+        max_position_embeddings=POSITIONS, attention_window=windows, sep_token_id=2, **_sizes(), **extra)
     torch.manual_seed(seed)
     return _perturbed(cls(config), seed)
 
@@ -120,3 +120,28 @@ def test_onnxruntime_matches_pytorch(exported, part, case):
         else:  # outputs at padding positions mean nothing on either side
             diff = (ours - reference)[attention.bool()].abs().max().item()
         assert diff < TOL, (part, case, diff)
+
+
+def test_from_a_fairseq_checkpoint_and_refusals(exported, tmp_path, capsys):
+    """A fairseq checkpoint (imported from the MLM's folder) exports to the same graph; a folder
+    that is not a Longformer or LED is refused in one line, nothing written."""
+    from fairseq_longformer.conversion.hf_import import import_hf
+
+    model, _ = exported["encoder_mlm"]
+    model.save_pretrained(tmp_path / "hf")
+    result = import_hf(tmp_path / "hf", tmp_path / "fs")
+    export_onnx(result.checkpoint, tmp_path / "onnx")
+    session = ort.InferenceSession(str(tmp_path / "onnx" / "encoder_mlm.onnx"), providers=["CPUExecutionProvider"])
+    ids, attention, glob = _batch(*CASES["97-batch3"], seed=5)
+    ours = session.run(None, {"input_ids": ids.numpy(), "attention_mask": attention.numpy(),
+                              "global_attention_mask": glob.numpy()})[0]
+    reference = _stock("encoder_mlm", model, ids, attention, glob)[0]
+    assert (torch.from_numpy(ours) - reference)[attention.bool()].abs().max() < TOL
+
+    transformers.RobertaForMaskedLM(transformers.RobertaConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64)
+    ).save_pretrained(tmp_path / "roberta")
+    capsys.readouterr()
+    assert export_onnx_cli.main([str(tmp_path / "roberta"), str(tmp_path / "refused")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("longformer-export-onnx")]
+    assert len(err) == 1 and "RobertaForMaskedLM" in err[0] and not (tmp_path / "refused").exists()
