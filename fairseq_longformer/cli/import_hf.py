@@ -61,6 +61,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("generate with:\n  " + generate_command(result) + " ...")
         return 0
     print(f"wrote {result.checkpoint} and {result.dictionary} (dictionary: {result.dictionary_source})")
+    if result.dictionary_source == "tokenizer.json":  # sentencepiece pieces, in the tokenizer's id order
+        print(f"binarize text with: longformer-preprocess ... --sentencepiece-model <the folder's sentencepiece "
+              f".model> --srcdict {result.dictionary}")
     print("continue training with: " + continue_command(result.train_flags()))
     return 0
 
