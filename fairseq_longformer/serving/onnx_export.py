@@ -13,8 +13,8 @@ folder), so the graph holds exactly the weights the HF export holds.
 
 Exporter: torch's TorchScript-based ``torch.onnx.export(..., dynamo=False)`` by default, chosen
 over the torch.export-based one that torch >= 2.9 defaults to: on this graph both give the same
-outputs (checked), but the dynamo path took 30x the CPU time to export (18.9 s against 0.6 s for
-a 2-layer model, most of it in its graph optimisation passes) and needs onnxscript; the trace is
+outputs (checked by hand), but the dynamo path took over an order of magnitude more CPU time to
+export a 2-layer model (most of it in its graph passes) and needs onnxscript; the trace is
 safe here because the graph modules hold no Python branch on data or shapes (padding and the
 number of global tokens are computed in the graph), which the tests check by running one export
 at every length and batch. ``dynamo=True`` (``--dynamo``) is kept for when the TorchScript
