@@ -74,13 +74,15 @@ setup(
     ],
     extras_require={
         "hf": ["transformers>=4.40", "safetensors"],
+        # longformer-export-onnx and its check (onnxscript only for its --dynamo exporter)
+        "onnx": ["transformers>=4.40", "safetensors", "onnx>=1.16", "onnxruntime>=1.18"],
         # the PyTorch path's attention-dropout mask in one native pass on CPU (kernels/fused_keep.py);
         # without it the same mask runs as eager tensor passes, about 1.2x slower for the attention core
         "cpu": ["numba>=0.59"],
         "bench": ["matplotlib"],  # longformer-bench's plot (Figure 1)
         "demo": ["rouge-score"],  # recipes/led_demo.sh's ROUGE (Google's rouge_score)
         "dev": ["pytest>=7", "pytest-xdist>=3", "transformers>=4.40", "safetensors", "matplotlib", "rouge-score",
-                "numba>=0.59"],
+                "numba>=0.59", "onnx>=1.16", "onnxruntime>=1.18"],
     },
     entry_points={
         "console_scripts": [
@@ -90,6 +92,7 @@ setup(
             "longformer-bench-led = longformer_tools.cli.bench_led:main",
             "longformer-bench-lm = longformer_tools.cli.bench_lm:main",
             "longformer-bench-mlm = longformer_tools.cli.bench_mlm:main",
+            "longformer-bench-hf = longformer_tools.cli.bench_hf:main",
             "longformer-preprocess = longformer_preprocessing.cli:main",
             "longformer-preprocess-chars = longformer_preprocessing.chars:main",
             "longformer-prepare-task = longformer_preprocessing.task_data:main",
@@ -97,6 +100,7 @@ setup(
             "longformer-convert-bart = fairseq_longformer.cli.convert_bart:main",
             "longformer-export-hf = fairseq_longformer.cli.export_hf:main",
             "longformer-import-hf = fairseq_longformer.cli.import_hf:main",
+            "longformer-export-onnx = fairseq_longformer.cli.export_onnx:main",
             "longformer-report = longformer_tools.cli.report:main",
             "longformer-gpu-check = longformer_kernels.gpu_check:main",
             "longformer-coref-score = longformer_preprocessing.tasks.coref_score:main",

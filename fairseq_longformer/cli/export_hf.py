@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--gpt2-encoder-json", metavar="FILE", help="GPT-2 BPE encoder.json (RoBERTa's BPE)")
     tok.add_argument("--gpt2-vocab-bpe", metavar="FILE", help="GPT-2 BPE vocab.bpe (merges)")
     tok.add_argument("--sentencepiece-model", metavar="FILE", help="sentencepiece unigram .model")
+    tok.add_argument("--hf-tokenizer", metavar="DIR",
+                     help="a transformers tokenizer folder with the model's ids, carried as it is (the "
+                          "hf_tokenizer/ folder longformer-import-hf wrote, e.g. XLM-R's)")
     return parser
 
 
@@ -55,7 +58,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..checkpoints import trust_checkpoints
 
     inputs = [args.checkpoint, args.dict_path, args.label_dict_path, args.gpt2_encoder_json, args.gpt2_vocab_bpe,
-              args.sentencepiece_model]
+              args.sentencepiece_model, args.hf_tokenizer]
     try:
         check_output_dir(args.outdir, args.overwrite, inputs)  # --overwrite never deletes what it reads
     except (ValueError, FileExistsError) as error:
@@ -69,7 +72,8 @@ def _export(args) -> int:
     from ..conversion.hf_export import export_checkpoint
     from ..conversion.tokenizer import TokenizerFiles
 
-    tokenizer = TokenizerFiles(args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model)
+    tokenizer = TokenizerFiles(args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.sentencepiece_model,
+                               args.hf_tokenizer)
     try:
         result = export_checkpoint(args.checkpoint, args.outdir, args.dict_path, tokenizer, args.overwrite,
                                    args.head_name, args.label_dict_path, args.encoder_only)

@@ -1,4 +1,5 @@
-"""``longformer-import-hf HF_DIR OUTDIR``: a Hugging Face Longformer or RoBERTa masked-LM folder ->
+"""``longformer-import-hf HF_DIR OUTDIR``: a Hugging Face Longformer or RoBERTa-family (RoBERTa, XLM-R,
+CamemBERT, RobertaForMaskedLM-shaped) masked-LM folder ->
 a fairseq checkpoint (OUTDIR/model.pt, with the cfg fairseq's checkpoint_utils and
 ``fairseq-train --restore-file`` read) and OUTDIR/dict.txt, with fairseq ids == HF ids. A
 sequence-classification or question-answering folder becomes a checkpoint of task
@@ -60,6 +61,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("generate with:\n  " + generate_command(result) + " ...")
         return 0
     print(f"wrote {result.checkpoint} and {result.dictionary} (dictionary: {result.dictionary_source})")
+    if result.dictionary_source == "tokenizer.json":  # sentencepiece pieces, in the tokenizer's id order
+        print(f"binarize text with: longformer-preprocess ... --sentencepiece-model <the folder's sentencepiece "
+              f".model> --srcdict {result.dictionary}")
     print("continue training with: " + continue_command(result.train_flags()))
     return 0
 

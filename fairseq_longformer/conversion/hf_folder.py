@@ -248,12 +248,47 @@ def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_
                             "placeholders written instead")
     if source == "placeholders":
         append_mask = bool(mask_last) if placeholder_mask is None else placeholder_mask
-        write_placeholders(dict_txt, 4, vocab - append_mask)
+        pieces = unigram_pieces(hf_dir)
+        if pieces is not None:  # a sentencepiece vocabulary (XLM-R, CamemBERT): its pieces, by HF id
+            write_symbols(dict_txt, pieces, 4, vocab - append_mask)
+            source = "tokenizer.json"
+        else:
+            write_placeholders(dict_txt, 4, vocab - append_mask)
     dictionary = Dictionary.load(str(dict_txt))
     if append_mask:
         dictionary.add_symbol("<mask>")
     assert len(dictionary) == vocab, (len(dictionary), vocab)
     return dictionary, source
+
+
+def unigram_pieces(hf_dir: Path) -> Optional[List[str]]:
+    """The pieces of the folder's sentencepiece (Unigram) tokenizer in HF id order, read from
+    tokenizer.json (transformers' XLM-R and CamemBERT tokenizers write one); None for another
+    tokenizer (GPT-2 BPE: RoBERTa's dict.txt symbols are GPT-2 ids, not pieces) or none."""
+    path = hf_dir / "tokenizer.json"
+    if not path.is_file():
+        return None
+    data = _read_json(path, "Remove it, or download the folder again.")
+    model = data.get("model") if isinstance(data, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) and model.get("type") == "Unigram" else None
+    if not isinstance(vocab, list) or not all(isinstance(e, list) and e and isinstance(e[0], str) for e in vocab):
+        return None
+    return [entry[0] for entry in vocab]
+
+
+def write_symbols(path: Path, pieces: List[str], first: int, end: int) -> None:
+    """dict.txt for HF ids ``first`` .. ``end - 1``: the piece of each id, so that
+    ``longformer-preprocess --sentencepiece-model ... --srcdict`` finds fairseq id == HF id; an id
+    without a piece, or whose piece cannot be a fairseq symbol (fairseq's own specials, text with
+    whitespace, a repeat), gets the placeholder ``hf:k``."""
+    taken = {"<s>", "<pad>", "</s>", "<unk>"}
+    with open(path, "w", encoding="utf-8") as f:
+        for index in range(first, end):
+            piece = pieces[index] if index < len(pieces) else ""
+            if not piece or piece in taken or any(c.isspace() for c in piece):
+                piece = PLACEHOLDER.format(index)
+            taken.add(piece)
+            f.write(f"{piece} 0\n")
 
 
 def placeholder_warning() -> str:

@@ -31,15 +31,15 @@ from ..atomic import check_output_dir, staged_folder
 from .families import led as led_family
 from .families.longformer import (
     HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT,
-    HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, HeadRef, config_problems, size_problems,
-    fairseq_args, hf_to_fairseq_state, key_map, reverse_key_map,
+    HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, HeadRef,
+    config_problems, size_problems, fairseq_args, hf_to_fairseq_state, key_map, reverse_key_map, source_family,
 )
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, register_head
 from .fairseq_sources import LEDConversionResult
 from .from_fairseq import LED_CRITERION, parse_windows
 from .hf_folder import (
     check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, placeholder_warning,
-    read_hf_config, tensor_shapes, tokenizer_files,
+    read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
 )
 from .restore import ConvertedCheckpoint, fresh_training_state
 from .rules import check_extendable, check_shapes, from_hf_windows, shape_of
@@ -140,10 +140,12 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     hf_dir = Path(hf_dir)
     check_output_dir(out_dir, overwrite)
     config = read_hf_config(hf_dir)
-    model_type = config.get("model_type")
-    if model_type not in HF_BASE:
-        raise ValueError(f"model_type {model_type!r}: only 'longformer' and 'roberta' folders are imported here "
-                         "('led' folders by import_led)")
+    source_type = config.get("model_type")
+    model_type = source_family(config)  # "longformer" or "roberta" (XLM-R, CamemBERT, RoBERTa-shaped)
+    if model_type is None:
+        raise ValueError(f"model_type {source_type!r}: only Longformer and RoBERTa-family folders (roberta, "
+                         f"xlm-roberta, camembert, or architectures {ROBERTA_SHAPED[0]} and alike) are imported "
+                         "here, 'led' folders by import_led; BERT-shaped models are not (see docs/conversion.md)")
     base = HF_BASE[model_type]
     problems = config_problems(config, model_type)
     config, defaulted = with_transformers_defaults(config, model_type)
@@ -216,8 +218,16 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
 
     # -- dictionary: fairseq id == HF id
     specials = hf_special_ids(hf_dir)
+    pieces = unigram_pieces(hf_dir) or []
     for text, fairseq_id in (("<s>", 0), ("<pad>", 1), ("</s>", 2), ("<unk>", 3), ("<mask>", vocab - 1)):
-        if text in specials and specials[text] != fairseq_id:
+        if text in specials and specials[text] != fairseq_id and pieces[fairseq_id:fairseq_id + 1] == [text + "NOTUSED"]:
+            # CamemBERT's layout: fairseq's id 0 / 2 kept as <s>NOTUSED / </s>NOTUSED, the tokenizer's
+            # <s> / </s> further on. The ids carry over unchanged; only what fairseq's tasks put
+            # around a sequence differs from what the tokenizer does.
+            warnings.append(f"the tokenizer puts {text} at id {specials[text]} and {text}NOTUSED at {fairseq_id}; "
+                            f"fairseq's tasks put id {fairseq_id} there (continued pretraining feeds the "
+                            f"NOTUSED id; the exported model takes either)")
+        elif text in specials and specials[text] != fairseq_id:
             raise ValueError(f"the tokenizer puts {text} at id {specials[text]}; fairseq's dictionary puts it at "
                              f"{fairseq_id} (4 specials first, <mask> appended last by the masked_lm task)")
 

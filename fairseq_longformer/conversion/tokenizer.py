@@ -18,12 +18,19 @@ class TokenizerFiles:
     gpt2_encoder_json: Optional[str] = None
     gpt2_vocab_bpe: Optional[str] = None
     sentencepiece_model: Optional[str] = None
+    hf_folder: Optional[str] = None  # a transformers tokenizer whose ids are the dictionary's
 
     @property
     def kind(self) -> Optional[str]:
         gpt2 = self.gpt2_encoder_json is not None or self.gpt2_vocab_bpe is not None
-        if gpt2 and self.sentencepiece_model is not None:
-            raise ValueError("give either --gpt2-encoder-json/--gpt2-vocab-bpe or --sentencepiece-model, not both")
+        if sum((gpt2, self.sentencepiece_model is not None, self.hf_folder is not None)) > 1:
+            raise ValueError("give one of --gpt2-encoder-json/--gpt2-vocab-bpe, --sentencepiece-model or "
+                             "--hf-tokenizer, not several")
+        if self.hf_folder is not None:
+            if not os.path.isdir(self.hf_folder):
+                raise FileNotFoundError(f"--hf-tokenizer {self.hf_folder!r} is not a folder: pass a transformers "
+                                        "tokenizer folder (longformer-import-hf wrote one as OUTDIR/hf_tokenizer)")
+            return "hf"
         if gpt2 and (self.gpt2_encoder_json is None or self.gpt2_vocab_bpe is None):
             raise ValueError("--gpt2-encoder-json and --gpt2-vocab-bpe go together: give both")
         for path in (self.gpt2_encoder_json, self.gpt2_vocab_bpe, self.sentencepiece_model):
@@ -234,6 +241,27 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **specials), {}
 
 
+def carried_tokenizer(folder: str, dictionary, model_max_length: int):
+    """The transformers tokenizer in ``folder`` (the one an imported model came with), checked to
+    give the dictionary's ids: as many ids, and every special token where the dictionary has it."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, model_max_length=model_max_length)
+    except (OSError, ValueError) as error:
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(f"--hf-tokenizer {folder!r} does not load as a transformers tokenizer: {first}") from error
+    if len(tokenizer) != len(dictionary):
+        raise ValueError(f"--hf-tokenizer {folder!r} has {len(tokenizer)} ids, the model's dictionary "
+                         f"{len(dictionary)}: not the tokenizer this model was made with")
+    for role, text in _present(_special_tokens(dictionary)).items():
+        ours, theirs = dictionary.index(text), getattr(tokenizer, role + "_id", None)
+        if role in ("pad_token", "unk_token", "mask_token") and theirs != ours:
+            raise ValueError(f"--hf-tokenizer {folder!r} puts its {role} at id {theirs}, the model's dictionary at "
+                             f"{ours}: not the tokenizer this model was made with")
+    return tokenizer, {}
+
+
 def build_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
     """(transformers tokenizer, extra files to write) for ``files``; None when no tokenizer given."""
     kind = files.kind
@@ -242,6 +270,8 @@ def build_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
             return gpt2_tokenizer(files.gpt2_encoder_json, files.gpt2_vocab_bpe, dictionary, model_max_length)
         if kind == "sentencepiece":
             return sentencepiece_tokenizer(files.sentencepiece_model, dictionary, model_max_length)
+        if kind == "hf":
+            return carried_tokenizer(files.hf_folder, dictionary, model_max_length)
     except ImportError as error:
         raise ImportError(f"exporting a tokenizer needs transformers and tokenizers "
                           f"(pip install 'fairseq-longformer[hf]'): {error}") from error

@@ -127,7 +127,27 @@ HF_ARCHITECTURES = {None: "LongformerForMaskedLM", "classification": "Longformer
                     "span": "LongformerForQuestionAnswering"}
 HF_HEAD_PREFIXES = {None: "lm_head.", "classification": "classifier.", "span": "qa_outputs."}
 
-HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # model_type -> base-model prefix
+HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # source family -> base-model prefix
+# RoBERTa's family: transformers models with RoBERTa's modules under the same "roberta." names
+# (XLM-R, CamemBERT: fairseq-trained RoBERTas with a sentencepiece vocabulary), imported as
+# "roberta"; another model_type is taken when config.json's architectures names one of these
+# classes. BERT is not one: positions without fairseq's offset, segment embeddings, [CLS]/[SEP]
+# ids and layer-norm eps 1e-12 have no counterpart in fairseq's Longformer.
+ROBERTA_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert")
+ROBERTA_SHAPED = tuple(f"{prefix}For{head}" for prefix in ("Roberta", "XLMRoberta", "Camembert")
+                       for head in ("MaskedLM", "SequenceClassification", "QuestionAnswering"))
+
+
+def source_family(config: Mapping) -> Optional[str]:
+    """"longformer" or "roberta" (the key of HF_BASE) for a folder's config.json, None if neither."""
+    model_type = config.get("model_type")
+    if model_type == "longformer":
+        return "longformer"
+    architectures = config.get("architectures") or []
+    if model_type in ROBERTA_MODEL_TYPES or (isinstance(architectures, list)
+                                             and any(a in ROBERTA_SHAPED for a in architectures)):
+        return "roberta"
+    return None
 FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
 WEIGHTS_NAME = "model.safetensors"
 
@@ -339,7 +359,11 @@ def config_problems(config: Mapping, model_type: str) -> List[str]:
     want("add_cross_attention", lambda v: not v, "cross-attention has no counterpart in the encoder")
     want("problem_type", lambda v: v in (None, "single_label_classification"),
          "fairseq's longformer_classification trains single-label cross-entropy")
-    for name, fairseq_id in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2)):
+    # CamemBERT's released config says bos 5, eos 6: its tokenizer's <s>, </s>, with fairseq's ids 0
+    # and 2 kept as <s>NOTUSED, </s>NOTUSED (checked, with a warning, against the tokenizer on import)
+    ids = (("pad_token_id", 1),) if config.get("model_type") == "camembert" else (
+        ("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))
+    for name, fairseq_id in ids:
         want(name, lambda v, i=fairseq_id: v is None or v == i,
              f"fairseq's Dictionary fixes this id to {fairseq_id}")
     return problems
