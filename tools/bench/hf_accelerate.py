@@ -193,7 +193,7 @@ def page(report: dict) -> str:
                "led_encoder_forward": s["led_length"], "led_generate": s["gen_length"]}
     lines = [
         "# transformers' Longformer / LED, stock against `longformer_kernels.hf.accelerate` (CPU)", "",
-        f"Written by `{report['command']}` at commit {env['commit']} on {env['date']}, {env['processor']} "
+        f"Written by `{report['command']}`. Measured on commit {env['commit']}, {env['date']}, {env['processor']} "
         f"({env['cpus']} CPUs, {s['threads']} torch threads), torch {env['torch']}, transformers "
         f"{env['transformers']}. Random weights: {s['layers']} layer(s) of {s['hidden']} wide, {s['heads']} "
         f"heads, FFN {s['ffn']}, one-sided window w = {s['window']} (attention_window {2 * s['window']}; LED "

@@ -77,6 +77,12 @@ def _hotpotqa_small(name: str) -> str:
     return page(json.loads((Path(RESULTS) / f"{name}.json").read_text()))
 
 
+def _hf_accelerate(name: str) -> str:
+    from ..bench.hf_accelerate import page
+
+    return page(json.loads((Path(RESULTS) / f"{name}.json").read_text()))
+
+
 def _charlm_ablation(name: str) -> str:
     from longformer_experiments.charlm_ablation.main import page
 
@@ -99,6 +105,9 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "table5_small.md": _table5,
     "hotpotqa_small.md": lambda: _hotpotqa_small("hotpotqa_small"),
     "hotpotqa_small_900.md": lambda: _hotpotqa_small("hotpotqa_small_900"),
+    "hf_accelerate_cpu.md": lambda: _hf_accelerate("hf_accelerate_cpu"),
+    "hf_accelerate_cpu_1thread.md": lambda: _hf_accelerate("hf_accelerate_cpu_1thread"),
+    "onnx_cpu.md": lambda: _hf_accelerate("onnx_cpu"),
     "gpu_h200.md": _gpu,
     "triton_compile.md": _compile_table,
 }
