@@ -28,6 +28,8 @@ from torch import Tensor, nn
 
 from .api import IMPLEMENTATIONS, longformer_attention
 from .dropout import AttentionDropout
+
+__all__ = ["AcceleratedSelfAttention", "accelerate", "restore"]
 from .pattern import AttentionMasks, AttentionPattern, default_scale
 
 # transformers' self-attention classes this module stands in for (by class name: no import)

@@ -7,6 +7,7 @@ from pathlib import Path
 import fairseq_longformer
 import fairseq_longformer.conversion
 import longformer_kernels
+import longformer_kernels.hf
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = ("fairseq_longformer", "longformer_kernels")
@@ -15,6 +16,7 @@ PUBLIC = {
     "fairseq_longformer": (fairseq_longformer, fairseq_longformer.__doc__.split()),
     "fairseq_longformer.conversion": (fairseq_longformer.conversion, fairseq_longformer.conversion.__doc__.split()),
     "longformer_kernels": (longformer_kernels, longformer_kernels.__all__),
+    "longformer_kernels.hf": (longformer_kernels.hf, longformer_kernels.hf.__all__),  # transformers' models, accelerated
 }
 
 
