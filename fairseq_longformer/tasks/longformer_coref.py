@@ -2,6 +2,9 @@
 head of Joshi et al. (2019) on the Longformer encoder (``models/coref_head.py``), trained by
 fairseq-train with the criterion of the same name.
 
+Global attention: each segment's ``<s>`` by default (``--global-classes cls``; the paper does not
+say which tokens its coreference model made global), none with ``--global-attention none``.
+
 One dataset item is one document part (``longformer-prepare-task ontonotes``). The encoder reads
 it in segments of ``--segment-length`` subwords, ``<s>`` and ``</s>`` included, encoded separately
 (one batch row each) and concatenated: 0 (the default) means the model's positions
@@ -29,7 +32,10 @@ from fairseq.tasks import register_task
 
 from ..models.coref_head import GENRES, CorefHead, CorefHeadConfig
 from ..user_errors import UserInputError
-from .finetune_base import ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, load_split
+from .finetune_base import (
+    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
+)
+from .token_classes import CLS
 
 logger = logging.getLogger(__name__)
 HEAD = "coref"
@@ -74,14 +80,21 @@ def segment_bounds(sentence: np.ndarray, word: np.ndarray, body: int) -> List[Tu
     return bounds
 
 
+def cls_only(n: int) -> torch.Tensor:
+    """Token classes of one segment: ``<s>`` is ``cls``, the rest none."""
+    classes = torch.zeros(n, dtype=torch.long)
+    classes[0] = CLS
+    return classes
+
+
 class CorefDataset(ExampleDataset):
     """Items: one document's segments (each ``<s> piece </s>``), where every subword sits in them,
     and its per-subword sentence, speaker and segment ids, genre and gold mentions."""
 
     def __init__(self, split: str, tokens, records: List[dict], dictionary, segment_length: int,
-                 shuffle: bool, seed: int):
+                 global_classes, multiple: int, shuffle: bool, seed: int):
         self.split, self.tokens, self.records, self.dictionary = split, tokens, records, dictionary
-        self.segment_length = segment_length
+        self.segment_length, self.global_classes, self.multiple = segment_length, global_classes, multiple
         super().__init__(tokens.sizes + 2 * (-(-tokens.sizes // (segment_length - 2))), shuffle, seed)
 
     def __getitem__(self, index):
@@ -112,7 +125,8 @@ class CorefDataset(ExampleDataset):
                                           "gold_clusters", "cols")} | {"rows": s["rows"] + int(r), "id": s["id"]}
                 for s, r in zip(samples, first_row)]
         return {"id": torch.tensor([s["id"] for s in samples]), "split": self.split,
-                "net_input": collate_inputs(sources, None, self.dictionary.pad(), 1),
+                "net_input": collate_inputs(sources, global_masks([cls_only(len(t)) for t in sources], self.global_classes),
+                                            self.dictionary.pad(), self.multiple),
                 "documents": docs, "nsentences": len(samples), "ntokens": sum(len(t) for t in sources)}
 
 
@@ -147,6 +161,7 @@ class LongformerCorefTask(LongformerFinetuneTask):
             raise UserInputError(f"{self.cfg.data}: {split}.tokens has {len(tokens)} documents but {split}.coref.jsonl "
                                  f"{len(records)}: prepare the folder again with longformer-prepare-task ontonotes")
         self.datasets[split] = CorefDataset(split, tokens, records, self.dictionary, self.cfg.segment_length,
+                                            self.global_classes, self.cfg.pad_to_multiple,
                                             shuffle=split == "train", seed=self.cfg.seed)
         logger.info(f"{split}: {len(records)} documents, segments of {self.cfg.segment_length} subwords")
         return self.datasets[split]
