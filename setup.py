@@ -99,6 +99,7 @@ setup(
             "longformer-import-hf = fairseq_longformer.cli.import_hf:main",
             "longformer-report = longformer_tools.cli.report:main",
             "longformer-gpu-check = longformer_kernels.gpu_check:main",
+            "longformer-coref-score = longformer_preprocessing.tasks.coref_score:main",
         ]
     },
 )

@@ -252,18 +252,23 @@ def iter_documents(paths: Union[str, Sequence[str]], min_columns: int = 1
                    ) -> Iterator[Union[CorefDocument, BadDocument]]:
     """Every document of the files and folders given (``conll_files``), and the bad records; a
     document key seen before is a bad record (the first one is kept). ``min_columns``: rows with
-    fewer columns are bad (12 for OntoNotes training data; 1 reads whatever the scorer reads)."""
+    fewer columns are bad (12 for OntoNotes training data; 1 reads whatever the scorer reads).
+    A file that is not UTF-8 text raises ValueError naming it."""
     seen = set()
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
         for name in conll_files(os.fspath(path)):
             with open(name, encoding="utf-8") as f:
-                for item in parse_lines(f, name, min_columns):
-                    if isinstance(item, CorefDocument):
-                        if item.key in seen:
-                            item = BadDocument(REPEATED, f"{name} (document {BEGIN.match(item.header).group(1).strip()})")
-                        else:
-                            seen.add(item.key)
-                    yield item
+                try:
+                    for item in parse_lines(f, name, min_columns):
+                        if isinstance(item, CorefDocument):
+                            if item.key in seen:
+                                item = BadDocument(REPEATED, f"{name} (document {BEGIN.match(item.header).group(1).strip()})")
+                            else:
+                                seen.add(item.key)
+                        yield item
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"{name} is not UTF-8 text ({e.reason}); give the "
+                                     "CoNLL-2012 file in UTF-8, as published") from None
 
 
 def read_documents(paths: Union[str, Sequence[str]], min_columns: int = 1

@@ -150,3 +150,10 @@ def read_documents_from_text(text, min_columns=1):
     for item in conll2012.parse_lines(io.StringIO(text), "<text>", min_columns):
         (documents if isinstance(item, conll2012.CorefDocument) else bad).append(item)
     return documents, bad
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "latin1_conll"
+    path.write_bytes("#begin document (nw/a); part 000\nnw/a 0 0 caf\xe9 -\n#end document\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=f"{path} is not UTF-8 text"):
+        read_documents(str(path))
