@@ -5,7 +5,7 @@ into which entities are inserted. An entity is a name from a per-document pool; 
 first as ``NAME the ROLE`` and afterwards either as ``NAME`` or as ``the ROLE``: the role words
 (``priest``, ``king``, ...) are shared by the pool, so a later ``the ROLE`` resolves only through
 the first mention, which is ``gap`` words back. ``near`` documents put every later mention 8-64
-words after the previous one; ``far`` documents 600-900 words (more than a 512-subword segment,
+words after the previous one; ``far`` documents 540-640 words (more than a 512-subword segment,
 since every word is at least one subword). A few unrelated ``the ROLE`` phrases that are no
 mention keep "every role phrase is a mention" from being a rule.
 
@@ -22,7 +22,7 @@ from longformer_experiments.kjv import chapters
 ROLES = ("priest", "king", "prophet", "servant", "shepherd", "captain", "scribe", "judge")
 NAMES = ("aaron", "abner", "asa", "boaz", "caleb", "dan", "eli", "enoch", "ezra", "gad", "hur", "jabin", "joab",
          "lot", "micah", "nahor", "og", "omri", "saul", "seth", "uriah", "zadok", "zerah", "zimri")
-DISTANCES = {"near": (8, 64), "far": (600, 900)}
+DISTANCES = {"near": (8, 64), "far": (540, 640)}
 
 
 def verses(kjv: Path) -> List[List[str]]:
