@@ -5,12 +5,14 @@ Runs (fairseq-train's own ``cli_main``, in this process to save the imports):
   1. whole documents (one encoder pass each), fp32, --write-conll: the loss falls, MUC, B³, CEAF-e
      and the CoNLL F1 are logged, and the written response scored against the written key by
      ``longformer-coref-score`` gives the logged numbers; the saved optimizer holds two parameter
-     groups whose rates differ by --head-lr-multiplier;
-  2. the same run resumed for two more updates: it continues from update 6;
+     groups whose rates differ by --head-lr-multiplier; longformer-export-hf refuses the head in
+     one line and exports the encoder with --encoder-only;
+  2. the same run resumed for one more update: it continues from update 4;
   3. segments of 32 subwords (the converted RoBERTa's own length), --bf16: finite, falling loss,
      metrics logged.
 The documents are KJV verses with inserted entities (experiments/coref_small), about 70 words.
 """
+import json
 import logging
 import re
 import sys
@@ -18,7 +20,7 @@ import sys
 import pytest
 import torch
 
-from fairseq_longformer.checkpoints import trust_checkpoints  # noqa: F401  (the plugin is imported)
+from fairseq_longformer.cli import export_hf
 from longformer_preprocessing.tasks import coref_score
 
 from tests.plugin.conversion.test_roberta import converted_dir, roberta_dir  # noqa: F401  (fixtures)
@@ -31,7 +33,7 @@ TINY = ["--arch", "longformer_base", "--encoder-layers", "2", "--encoder-embed-d
         "--criterion", "longformer_coref", "--coref-ffnn-size", "32", "--coref-max-span-width", "6",
         "--coref-max-antecedents", "8", "--coref-dropout", "0"]
 TRAIN = ["--optimizer", "adam", "--lr", "2e-4", "--head-lr-multiplier", "10", "--lr-scheduler", "polynomial_decay",
-         "--warmup-updates", "1", "--total-num-update", "12", "--batch-size", "2", "--dropout", "0", "--seed", "2",
+         "--warmup-updates", "1", "--total-num-update", "8", "--batch-size", "2", "--dropout", "0", "--seed", "2",
          "--cpu", "--num-workers", "0", "--log-format", "simple", "--log-interval", "1", "--no-epoch-checkpoints",
          "--validate-interval-updates", "100"]
 
@@ -39,7 +41,7 @@ TRAIN = ["--optimizer", "adam", "--lr", "2e-4", "--head-lr-multiplier", "10", "-
 @pytest.fixture(scope="module")
 def coref_data(converted_dir, tmp_path_factory):  # noqa: F811
     work = tmp_path_factory.mktemp("coref")
-    conll = write_conll(work / "conll", 10, 3, distances=(3, 12))
+    conll = write_conll(work / "conll", 8, 2, distances=(3, 12))
     stats = prepare_word_level(conll, converted_dir / "dict.txt", work / "data")
     assert stats["splits"]["train"]["tokens"]["max"] <= 128  # whole documents fit the 128 positions
     return work / "data"
@@ -70,14 +72,14 @@ def losses(text: str):
     return [float(r["loss"]) for _, r in sorted(train_inner(text).items())]
 
 
-def test_whole_document_fp32_resume_and_segmented_bf16(coref_data, converted_dir, tmp_path, caplog):  # noqa: F811
+def test_whole_document_fp32_resume_and_segmented_bf16(coref_data, converted_dir, tmp_path, caplog, capsys):  # noqa: F811
     save, out = tmp_path / "save", tmp_path / "conll_out"
-    first = [coref_data, *TINY, *TRAIN, "--max-update", "6", "--save-dir", save, "--write-conll", out,
+    first = [coref_data, *TINY, *TRAIN, "--max-update", "4", "--save-dir", save, "--write-conll", out,
              "--finetune-from-model", converted_dir / "model.pt"]
     text = train(first, caplog)
     assert f"loading pretrained model from {converted_dir / 'model.pt'}" in text
     run = losses(text)
-    assert len(run) == 6 and all(map(lambda x: x == x, run)) and run[-1] < run[0], run
+    assert len(run) == 4 and all(map(lambda x: x == x, run)) and run[-1] < run[0], run
     logged = valid_line(text)
     scored = coref_score.score_files(str(out / "valid.key_conll"), str(out / "valid.response_conll"))
     for metric in ("muc", "bcub", "ceafe"):
@@ -89,13 +91,19 @@ def test_whole_document_fp32_resume_and_segmented_bf16(coref_data, converted_dir
     groups = state["last_optimizer_state"]["param_groups"]
     assert len(groups) == 2 and groups[1]["lr"] == pytest.approx(10 * groups[0]["lr"])
 
-    resumed = train([*first[:-2], "--max-update", "8"], caplog)
-    assert "(epoch" in resumed and "@ 6 updates)" in resumed, resumed[-2000:]
-    assert sorted(train_inner(resumed)) == [7, 8]
+    # the export refuses the head in one line, writes nothing; --encoder-only exports the encoder
+    assert export_hf.main([str(save / "checkpoint_last.pt"), str(tmp_path / "hf")]) == 2
+    assert "a coreference head" in capsys.readouterr().err and not (tmp_path / "hf").exists()
+    assert export_hf.main([str(save / "checkpoint_last.pt"), str(tmp_path / "hf"), "--encoder-only"]) == 0
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["LongformerForMaskedLM"]
 
-    segmented = train([coref_data, *TINY, *TRAIN, "--max-update", "5", "--save-dir", tmp_path / "save_seg",
+    resumed = train([*first[:-2], "--max-update", "5"], caplog)
+    assert "(epoch" in resumed and "@ 4 updates)" in resumed, resumed[-2000:]
+    assert sorted(train_inner(resumed)) == [5]
+
+    segmented = train([coref_data, *TINY, *TRAIN, "--max-update", "4", "--save-dir", tmp_path / "save_seg",
                        "--segment-length", "32", "--bf16", "--finetune-from-model", converted_dir / "model.pt"], caplog)
     assert "segments of 32 subwords" in segmented
     run = losses(segmented)
-    assert len(run) == 5 and run[-1] < run[0], run
+    assert len(run) == 4 and run[-1] < run[0], run
     assert set(valid_line(segmented)) >= {"muc_f1", "bcub_f1", "ceafe_f1", "conll_f1", "loss"}
