@@ -67,7 +67,7 @@ def train_one(a, data: Path, row: str, seed: int, work: Path) -> dict:
     return {**scores, "seconds": round(time.time() - start)}
 
 
-def render(a, results: dict, stats: dict, seconds: float) -> str:
+def render(a, results: dict, stats: dict, seconds: float, load) -> str:
     """The markdown page of the table (``results``: row -> seed -> {subset: CoNLL F1, seconds})."""
     header = ["reading", "CoNLL F1 near", "CoNLL F1 far (> 512)", *[f"seed {s} near / far" for s in a.seeds]]
     rows, summaries = [], {}
@@ -99,7 +99,8 @@ def render(a, results: dict, stats: dict, seconds: float) -> str:
                 "needs more updates than the shared CPU allowed (see the arguments)."]
                if all(per[s] == 0 for row in ROWS for per in results[row].values() for s in SUBSETS) else []), "",
              f"Machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, load average at "
-             f"the end {os.getloadavg()[0]:.1f}; total {seconds:.0f} s; commit {commit()}; "
+             f"the end of training {'not recorded' if load is None else f'{load:.1f}'} (a machine shared with "
+             f"other jobs); total {seconds:.0f} s; commit {commit()}; "
              f"{time.strftime('%Y-%m-%d', time.gmtime())}.", "", regenerate_note(MODULE, ["--write-docs"])]
     return "\n".join(lines) + "\n"
 
@@ -133,14 +134,15 @@ def main(argv=None) -> int:
         saved = json.loads((REPO / "docs" / "results" / "coref_small.json").read_text())
         results = saved["results"]
         seconds = saved.get("seconds") or sum(r["seconds"] for row in results.values() for r in row.values())
+        load = saved.get("load")
     else:
         results = {row: {str(seed): train_one(a, data, row, seed, a.work) for seed in a.seeds} for row in ROWS}
-        seconds = time.time() - start
-    text = render(a, results, stats, seconds)
+        seconds, load = time.time() - start, os.getloadavg()[0]
+    text = render(a, results, stats, seconds, load)
     print(text)
     if a.write_docs:
         out = REPO / "docs" / "results"
         (out / "coref_small.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()},
-                                                          "results": results, "seconds": seconds}, indent=2) + "\n")
+                                                          "results": results, "seconds": seconds, "load": load}, indent=2) + "\n")
         (out / "coref_small.md").write_text(text)
     return 0
