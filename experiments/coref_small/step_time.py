@@ -1,9 +1,9 @@
 """Time of one coreference training step at 4,096 subwords: longformer_base (12 layers x 768,
 window 256) reading one document whole, the coarse-to-fine head with its default (Joshi et al.)
-sizes, forward, backward and an Adam step, fp32, on this machine's CPU. The document is synthetic:
+sizes, forward, backward and an Adam step, fp32 (``--bf16``: the model in bf16), on this machine's CPU. The document is synthetic:
 random token ids in sentences of 24 subwords (about OntoNotes' mean) with 60 gold mentions.
 
-    python -m longformer_experiments.coref_small.step_time [--runs 5] [--write-docs]
+    python -m longformer_experiments.coref_small.step_time [--runs 5] [--bf16] [--write-docs]
 
 Writes docs/results/coref_step_4096.{md,json} (median and range of the runs, the load average
 before and after, the machine, the commit, the date)."""
@@ -60,10 +60,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--length", type=int, default=4096)
+    p.add_argument("--bf16", action="store_true", help="the model in bf16 (fp32 at 4,096 with these head sizes "
+                                                          "needed more than this machine's 23 GB: killed twice)")
     p.add_argument("--write-docs", action="store_true")
     a = p.parse_args(argv)
     load_before = os.getloadavg()
     model, criterion, sample = build(a.length)
+    if a.bf16:
+        model = model.to(torch.bfloat16)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-5)
     times = []
@@ -79,7 +83,7 @@ def main(argv=None) -> int:
     load_after = os.getloadavg()
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    result = {"length": a.length, "runs": times, "median_s": statistics.median(times), "min_s": min(times),
+    result = {"length": a.length, "dtype": "bf16" if a.bf16 else "fp32", "runs": times, "median_s": statistics.median(times), "min_s": min(times),
               "max_s": max(times), "load_before": load_before, "load_after": load_after,
               "threads": torch.get_num_threads(), "machine": f"{platform.machine()} {platform.processor()}",
               "cpus": os.cpu_count(), "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -87,12 +91,12 @@ def main(argv=None) -> int:
         f"# One coreference training step at {a.length} subwords (CPU)", "",
         f"longformer_base (12 x 768, window 256, whole document in one pass) with the coarse-to-fine head at Joshi "
         f"et al.'s sizes (FFNN 3000, spans <= 30, 0.4 spans per subword, 50 antecedents, depth 2): forward, backward "
-        f"and an Adam step, fp32, {result['threads']} torch threads. Median {result['median_s']:.1f} s, range "
+        f"and an Adam step, {'bf16' if a.bf16 else 'fp32'}, {result['threads']} torch threads. Median {result['median_s']:.1f} s, range "
         f"{result['min_s']:.1f}-{result['max_s']:.1f} s over {len(times)} runs (after one warm-up).", "",
         f"Load average (1, 5, 15 min) before {tuple(round(x, 1) for x in load_before)}, after "
         f"{tuple(round(x, 1) for x in load_after)}: a shared machine, so this is not a clean figure. "
         f"Machine: {result['machine']}, {result['cpus']} CPUs; commit {commit}; {result['date']}.", "",
-        regenerate_note(MODULE, ["--write-docs"])]) + "\n"
+        regenerate_note(MODULE, [*(["--bf16"] if a.bf16 else []), "--runs", str(a.runs), "--write-docs"])]) + "\n"
     print(text)
     if a.write_docs:
         out = REPO / "docs" / "results"
