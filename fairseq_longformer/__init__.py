@@ -29,6 +29,8 @@ from .criterions import longformer_wikihop as _wikihop_criterion  # noqa: F401
 from .tasks import longformer_wikihop as _wikihop_task  # noqa: F401
 from .criterions import longformer_hotpotqa as _hotpotqa_criterion  # noqa: F401
 from .tasks import longformer_hotpotqa as _hotpotqa_task  # noqa: F401
+from .criterions import longformer_coref as _coref_criterion  # noqa: F401
+from .tasks import longformer_coref as _coref_task  # noqa: F401
 from .modules.self_attention import LongformerAttentionConfig, LongformerSelfAttention  # noqa: F401  (public)
 from .modules.relative_positions import sinusoid  # noqa: F401  (public)
 from .checkpoints import trust_checkpoints  # noqa: F401  (public)

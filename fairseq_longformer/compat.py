@@ -254,6 +254,69 @@ def _keep_the_last_short_batch() -> None:
 
 
 
+def _lr_scale(p) -> float:
+    return float(((getattr(p, "optim_overrides", None) or {}).get("optimizer") or {}).get("lr_scale", 1.0))
+
+
+def _per_group_learning_rates() -> None:
+    """Two learning rates with one schedule each, through fairseq's own parameter-group tags.
+
+    fairseq tags parameters with ``param_group`` and ``optim_overrides={"optimizer": {"lr_scale":
+    s}}``, but only its ``composite`` optimizer reads them, and that one is configured by a
+    ``groups`` dictionary that fairseq-train's argparse cannot take (``--groups``: the Dict field
+    becomes ``type=Dict[str, Any]``, an error on any value). Fails without it: every tagged
+    parameter trains at the one ``--lr`` (``build_optimizer`` flattens them into one torch param
+    group and ``FairseqOptimizer.set_lr`` sets every group to the scheduler's rate), so the
+    coreference head (task ``longformer_coref``) would learn at the encoder's 1e-5. With it,
+    parameters of one ``lr_scale`` form one torch parameter group (in order of first appearance:
+    the encoder's first, whose rate fairseq logs as ``lr``), and ``set_lr`` gives each group the
+    scheduler's rate times its scale. Untagged runs are unchanged (one group, scale 1). fp16 with
+    flattened gradients would fold the groups into one tensor: refused with the flag that avoids it.
+    """
+    from fairseq import optim
+    from fairseq.optim.fairseq_optimizer import FairseqOptimizer
+    from fairseq.optim.fp16_optimizer import FP16Optimizer
+
+    original = optim.build_optimizer
+    if getattr(original, "_longformer_patched", False):
+        return
+
+    def build_optimizer(cfg, params, *extra_args, **extra_kwargs):
+        params = list(params)
+        if params and all(isinstance(p, dict) for p in params):
+            params = [t for p in params for t in p.values()]
+        params = [p for p in params if p.requires_grad]
+        scales = {}
+        for p in params:
+            scales.setdefault(_lr_scale(p), []).append(p)
+        if len(scales) > 1:
+            groups = [{"params": ps, "lr_scale": scale} for scale, ps in scales.items()]
+            # the registry's builder: fairseq's build_optimizer would flatten the groups again
+            return optim._build_optimizer(cfg, groups, *extra_args, **extra_kwargs)
+        return original(cfg, params, *extra_args, **extra_kwargs)
+
+    def set_lr(self, lr):
+        for param_group in self.param_groups:
+            param_group["lr"] = lr * param_group.get("lr_scale", 1.0)
+
+    fp16_build = FP16Optimizer.build_optimizer.__func__
+
+    def build_fp16(cls, cfg, params, **kwargs):
+        params = list(params)
+        flatten = not getattr(cfg.common, "fp16_no_flatten_grads", False) and not getattr(cfg.common, "bf16", False)
+        if flatten and len({_lr_scale(p) for p in params}) > 1:
+            from .user_errors import UserInputError
+
+            raise UserInputError("--fp16 flattens the parameters into one tensor, which loses the head's own "
+                                 "learning rate: add --fp16-no-flatten-grads")
+        return fp16_build(cls, cfg, params, **kwargs)
+
+    build_optimizer._longformer_patched = True
+    optim.build_optimizer = build_optimizer
+    FairseqOptimizer.set_lr = set_lr
+    FP16Optimizer.build_optimizer = classmethod(build_fp16)
+
+
 def _tpu_asked_for_on_the_command_line() -> bool:
     """Whether the user passed ``--tpu`` (fairseq's parser accepts no abbreviation of it)."""
     return "--tpu" in sys.argv[1:]
@@ -611,6 +674,7 @@ def apply() -> None:
     _atomic_checkpoint_copies()
     _resume_past_a_broken_last_checkpoint()
     _keep_the_last_short_batch()
+    _per_group_learning_rates()
     _bf16_without_a_tpu()
     _bf16_inference()
     _fp16_overflow_on_cpu()

@@ -34,14 +34,16 @@
 # Extra arguments are appended to fairseq-train's (the last one given wins).
 set -euo pipefail
 
-TASK="${1:?usage: recipes/finetune.sh classification|qa|hotpotqa|wikihop [fairseq-train flags]}"
+TASK="${1:?usage: recipes/finetune.sh classification|qa|hotpotqa|wikihop|coref [fairseq-train flags]}"
 shift
 case "$TASK" in
   classification) METRIC=accuracy; DEFAULT_EPOCHS=15; TASK_ARGS=() ;;
   qa) METRIC=f1; DEFAULT_EPOCHS=5; TASK_ARGS=(--doc-stride "${DOC_STRIDE:-1024}") ;;
   hotpotqa) METRIC=joint_f1; DEFAULT_EPOCHS=5; TASK_ARGS=() ;;
   wikihop) METRIC=accuracy; DEFAULT_EPOCHS=15; TASK_ARGS=() ;;
-  *) echo "recipes/finetune.sh: task must be classification, qa, hotpotqa or wikihop, got '$TASK'" >&2; exit 2 ;;
+  coref) METRIC=conll_f1; DEFAULT_EPOCHS=20
+    TASK_ARGS=(--segment-length "${SEGMENT_LENGTH:-0}" --head-lr-multiplier "${HEAD_LR_MULTIPLIER:-10}") ;;
+  *) echo "recipes/finetune.sh: task must be classification, qa, hotpotqa, wikihop or coref, got '$TASK'" >&2; exit 2 ;;
 esac
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DATA="${DATA:?set DATA to a folder written by longformer-prepare-task}"

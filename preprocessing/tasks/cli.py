@@ -9,6 +9,7 @@ pretrained model's dictionary (output layouts: docs/finetuning.md and the writer
   arxiv          --train train.txt --valid val.txt [--test test.txt]   (PubMed: the same format)
   wikihop        --train wikihop/train.json --valid wikihop/dev.json      (qangaroo v1.1)
   hotpotqa       --train hotpot_train_v1.1.json --valid hotpot_dev_distractor_v1.json [--max-input-tokens 4096]
+  ontonotes      --train DIR_OR_FILE --valid DIR_OR_FILE [--test ...]   (CoNLL-2012 *_conll, coreference)
 
 The output is built in a temporary folder and renamed into place at the end
 (``atomic.staged_folder``: a failed or killed run leaves nothing under the final name). Bad
@@ -27,13 +28,15 @@ import sys
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 from ..tokenizer import TokenizerSpec, train_sentencepiece
-from . import arxiv, hotpotqa, hyperpartisan, imdb, jsonl, triviaqa, wikihop
+from . import arxiv, hotpotqa, hyperpartisan, imdb, jsonl, ontonotes, triviaqa, wikihop
+from .conll2012 import CorefDocument
 from .examples import QA, BadExample, Classification, MultiHop, MultipleChoice, Summary, texts_of
 from .writers import render_markdown, report, write_splits
 
 SPM_NAME = "spm.model"
 SHAPES = {"classification": Classification, "qa": QA, "imdb": Classification, "hyperpartisan": Classification,
-          "triviaqa": QA, "arxiv": Summary, "wikihop": MultipleChoice, "hotpotqa": MultiHop}
+          "triviaqa": QA, "arxiv": Summary, "wikihop": MultipleChoice, "hotpotqa": MultiHop,
+          "ontonotes": CorefDocument}
 
 
 def _tokenizer_options() -> argparse.ArgumentParser:
@@ -62,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
         k.add_argument("--train", required=True, metavar="FILE", help=f"training {what}")
         k.add_argument("--valid", required=True, metavar="FILE", help=f"validation {what}")
         k.add_argument("--test", metavar="FILE", help=f"test {what} (optional)")
+    k = kinds.add_parser("ontonotes", parents=[common], help="OntoNotes coreference: CoNLL-2012 *_conll files")
+    for split, need in (("train", True), ("valid", True), ("test", False)):
+        k.add_argument(f"--{split}", required=need, metavar="PATH",
+                       help=f"{split}: a *_conll file or a folder of them" + ("" if need else " (optional)"))
     arx = kinds.choices["arxiv"]
     arx.add_argument("--max-source-tokens", type=int, default=16384,
                      help="sources cut to this many tokens, </s> included (default: 16384, the paper's LED input)")
@@ -104,6 +111,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     folders = []
     if a.kind == "imdb":
         folders += [a.train, a.valid, a.test]
+    elif a.kind == "ontonotes":
+        for path in (a.train, a.valid, a.test):
+            if path is not None and not os.path.exists(path):
+                parser.error(f"{path} is neither a file nor a folder")
+        files += [p for p in (a.train, a.valid, a.test) if p is not None and os.path.isfile(p)]
+        folders += [p for p in (a.train, a.valid, a.test) if p is not None and os.path.isdir(p)]
     elif a.kind == "hyperpartisan":
         files += [a.articles, a.labels]
     else:
@@ -144,6 +157,8 @@ def splits_of(a: argparse.Namespace) -> Dict[str, Tuple[str, Callable[[], Iterat
         return {s: (p, lambda p=p: imdb.read(p)) for s, p in named.items() if p is not None}
     if a.kind == "arxiv":
         return {s: (p, lambda p=p: arxiv.read(p)) for s, p in named.items() if p is not None}
+    if a.kind == "ontonotes":
+        return {s: (p, lambda p=p: ontonotes.read(p)) for s, p in named.items() if p is not None}
     if a.kind == "wikihop":
         return {s: (p, lambda p=p: wikihop.read(p)) for s, p in named.items() if p is not None}
     if a.kind == "hotpotqa":

@@ -99,4 +99,8 @@ def texts_of(example) -> List[str]:
         return [example.question, *example.candidates, *example.supports]
     if isinstance(example, MultiHop):
         return [example.question, *(text for title, sentences in example.paragraphs for text in [title, *sentences])]
+    if type(example).__name__ == "CorefDocument":  # conll2012 imports this module: no import back
+        from .ontonotes import texts
+
+        return texts(example)
     return [example.source, example.target]

@@ -254,6 +254,10 @@ def writer_class(shape: type) -> type:
         from .multihop_writer import MultiHopWriter
 
         return MultiHopWriter
+    if shape.__name__ == "CorefDocument":  # OntoNotes: its own module too
+        from .ontonotes import CorefWriter
+
+        return CorefWriter
     return WRITERS[shape]
 
 

@@ -108,6 +108,8 @@ NO_HF_CLASS = {
     "question_type.weight": "a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting "
                             "paragraphs and sentences)",
     "candidate_score.weight": "a WikiHop candidate head (task longformer_wikihop: one logit per [ent] token)",
+    "mention_ffnn.0.weight": "a coreference head (task longformer_coref: the coarse-to-fine span and antecedent "
+                             "scorer)",
 }
 
 
