@@ -6,6 +6,7 @@ from pathlib import Path
 
 import fairseq_longformer
 import fairseq_longformer.conversion
+import fairseq_longformer.serving
 import longformer_kernels
 import longformer_kernels.hf
 
@@ -16,6 +17,7 @@ PUBLIC = {
     "fairseq_longformer": (fairseq_longformer, fairseq_longformer.__doc__.split()),
     "fairseq_longformer.conversion": (fairseq_longformer.conversion, fairseq_longformer.conversion.__doc__.split()),
     "longformer_kernels": (longformer_kernels, longformer_kernels.__all__),
+    "fairseq_longformer.serving": (fairseq_longformer.serving, fairseq_longformer.serving.__all__),
     "longformer_kernels.hf": (longformer_kernels.hf, longformer_kernels.hf.__all__),  # transformers' models, accelerated
 }
 

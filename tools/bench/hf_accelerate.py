@@ -133,7 +133,7 @@ def _onnx_calls(s: Sizes) -> Dict[str, Callable[[], torch.Tensor]]:
     import onnxruntime
     import transformers
 
-    from fairseq_longformer.serving.onnx_export import export_graph, graph_module
+    from fairseq_longformer.serving import export_graph, graph_module
 
     config = transformers.LongformerConfig(
         vocab_size=s.vocab, hidden_size=s.hidden, num_hidden_layers=s.layers, num_attention_heads=s.heads,
