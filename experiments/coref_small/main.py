@@ -67,8 +67,12 @@ def train_one(a, data: Path, row: str, seed: int, work: Path) -> dict:
     return {**scores, "seconds": round(time.time() - start)}
 
 
-def render(a, results: dict, stats: dict, seconds: float, load) -> str:
-    """The markdown page of the table (``results``: row -> seed -> {subset: CoNLL F1, seconds})."""
+def page(saved: dict) -> str:
+    """The markdown page of a finished run from its stored report alone (docs/results/coref_small.json:
+    ``args``, ``results``: row -> seed -> {subset: CoNLL F1, seconds}, ``tokens``: mean subwords per
+    valid document near and far, ``seconds``, ``load``, ``commit``, ``date``)."""
+    a = argparse.Namespace(**saved["args"])
+    results, seconds, load = saved["results"], saved["seconds"], saved["load"]
     header = ["reading", "CoNLL F1 near", "CoNLL F1 far (> 512)", *[f"seed {s} near / far" for s in a.seeds]]
     rows, summaries = [], {}
     for row in ROWS:
@@ -79,13 +83,13 @@ def render(a, results: dict, stats: dict, seconds: float, load) -> str:
     whole, seg = summaries["whole document (Longformer)"], summaries["512-subword segments (RoBERTa)"]
     checks = {"whole above segmented on far documents": compare(whole["valid_far"], seg["valid_far"], len(a.seeds), False)}
     near = compare(whole["valid"], seg["valid"], len(a.seeds), False)
-    tokens = stats["splits"]
+    tokens = saved["tokens"]
     lines = ["# Coreference in small: whole document against 512-subword segments", "",
              f"KJV verses with 3 inserted entities of {a.mentions} mentions each (`NAME the ROLE`, then `NAME` or "
              f"`the ROLE`; experiments/coref_small/documents.py). Train: {a.train_docs} documents, half near (next "
              f"mention 8-64 words on), half far (540-640 words on, beyond a 512-subword segment); valid: "
              f"{a.valid_docs} near and {a.valid_docs} far documents (subwords per document, <s> and </s> included: "
-             f"mean {tokens['valid']['tokens']['mean']} near, {tokens['test']['tokens']['mean']} far). A 2-layer x {a.dim} Longformer from scratch "
+             f"mean {tokens['near']} near, {tokens['far']} far). A 2-layer x {a.dim} Longformer from scratch "
              f"(window {a.window}, {a.positions} positions, sentencepiece 1,000), the coarse-to-fine head (FFNN "
              f"{a.ffnn}, spans <= 4 subwords), {a.updates} updates of one document, lr {a.lr} (head x10). The same "
              "model reads each document whole or in 512-subword segments encoded separately. CoNLL F1 (mean of MUC, "
@@ -100,8 +104,8 @@ def render(a, results: dict, stats: dict, seconds: float, load) -> str:
                if all(per[s] == 0 for row in ROWS for per in results[row].values() for s in SUBSETS) else []), "",
              f"Machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, load average at "
              f"the end of training {'not recorded' if load is None else f'{load:.1f}'} (a machine shared with "
-             f"other jobs); total {seconds:.0f} s; commit {commit()}; "
-             f"{time.strftime('%Y-%m-%d', time.gmtime())}.", "", regenerate_note(MODULE, ["--write-docs"])]
+             f"other jobs); total {seconds:.0f} s. Measured on commit {saved['commit']}, {saved['date']}.", "",
+             regenerate_note(MODULE, ["--write-docs"])]
     return "\n".join(lines) + "\n"
 
 
@@ -132,17 +136,17 @@ def main(argv=None) -> int:
     stats = json.loads((data / "stats.json").read_text())
     if a.render_only:
         saved = json.loads((REPO / "docs" / "results" / "coref_small.json").read_text())
-        results = saved["results"]
-        seconds = saved.get("seconds") or sum(r["seconds"] for row in results.values() for r in row.values())
-        load = saved.get("load")
     else:
         results = {row: {str(seed): train_one(a, data, row, seed, a.work) for seed in a.seeds} for row in ROWS}
-        seconds, load = time.time() - start, os.getloadavg()[0]
-    text = render(a, results, stats, seconds, load)
+        splits = stats["splits"]
+        saved = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0],
+                 "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]},
+                 "commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    text = page(saved)
     print(text)
     if a.write_docs:
         out = REPO / "docs" / "results"
-        (out / "coref_small.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()},
-                                                          "results": results, "seconds": seconds, "load": load}, indent=2) + "\n")
+        (out / "coref_small.json").write_text(json.dumps(saved, indent=2) + "\n")
         (out / "coref_small.md").write_text(text)
     return 0

@@ -87,22 +87,32 @@ def main(argv=None) -> int:
               "max_s": max(times), "load_before": load_before, "load_after": load_after,
               "threads": torch.get_num_threads(), "machine": f"{platform.machine()} {platform.processor()}",
               "cpus": os.cpu_count(), "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    text = "\n".join([
-        f"# One coreference training step at {a.length} subwords (CPU)", "",
-        f"longformer_base (12 x 768, window 256, whole document in one pass) with the coarse-to-fine head at Joshi "
-        f"et al.'s sizes (FFNN 3000, spans <= 30, 0.4 spans per subword, 50 antecedents, depth 2): forward, backward "
-        f"and an Adam step, {'bf16' if a.bf16 else 'fp32'}, {result['threads']} torch threads. Median {result['median_s']:.1f} s, range "
-        f"{result['min_s']:.1f}-{result['max_s']:.1f} s over {len(times)} runs (after one warm-up).", "",
-        f"Load average (1, 5, 15 min) before {tuple(round(x, 1) for x in load_before)}, after "
-        f"{tuple(round(x, 1) for x in load_after)}: a shared machine, so this is not a clean figure. "
-        f"Machine: {result['machine']}, {result['cpus']} CPUs; commit {commit}; {result['date']}.", "",
-        regenerate_note(MODULE, [*(["--bf16"] if a.bf16 else []), "--runs", str(a.runs), "--write-docs"])]) + "\n"
+    result["bf16"], result["runs_asked"] = a.bf16, a.runs
+    text = page(result)
     print(text)
     if a.write_docs:
         out = REPO / "docs" / "results"
         (out / "coref_step_4096.json").write_text(json.dumps(result, indent=2) + "\n")
         (out / "coref_step_4096.md").write_text(text)
     return 0
+
+
+def page(result: dict) -> str:
+    """The markdown page of a stored run (docs/results/coref_step_4096.json) alone."""
+    times, commit = result["runs"], result["commit"]
+    load_before, load_after = result["load_before"], result["load_after"]
+    bf16 = result["dtype"] == "bf16"
+    text = "\n".join([
+        f"# One coreference training step at {result['length']} subwords (CPU)", "",
+        f"longformer_base (12 x 768, window 256, whole document in one pass) with the coarse-to-fine head at Joshi "
+        f"et al.'s sizes (FFNN 3000, spans <= 30, 0.4 spans per subword, 50 antecedents, depth 2): forward, backward "
+        f"and an Adam step, {'bf16' if bf16 else 'fp32'}, {result['threads']} torch threads. Median {result['median_s']:.1f} s, range "
+        f"{result['min_s']:.1f}-{result['max_s']:.1f} s over {len(times)} runs (after one warm-up).", "",
+        f"Load average (1, 5, 15 min) before {tuple(round(x, 1) for x in load_before)}, after "
+        f"{tuple(round(x, 1) for x in load_after)}: a shared machine, so this is not a clean figure. "
+        f"Machine: {result['machine']}, {result['cpus']} CPUs. Measured on commit {commit}, {result['date']}.", "",
+        regenerate_note(MODULE, [*(["--bf16"] if bf16 else []), "--runs", str(result.get("runs_asked", len(times))), "--write-docs"])]) + "\n"
+    return text
 
 
 if __name__ == "__main__":

@@ -72,7 +72,8 @@ def checkpoint_file(path) -> Path:
     path = Path(path)
     checkpoint = path / "model.pt" if path.is_dir() else path
     if not checkpoint.is_file():
-        raise FileNotFoundError(f"checkpoint {str(checkpoint)!r} not found")
+        raise FileNotFoundError(f"checkpoint {str(checkpoint)!r} not found: pass the model.pt (or checkpoint*.pt) "
+                                "that fairseq-train or a converter wrote")
     return checkpoint
 
 

@@ -220,7 +220,7 @@ def test_device_cuda_selects_the_device_tests_and_says_why_of_the_rest():
                         "without_graph_breaks", "test_device_cuda_selects_the_device_tests_and_says_why_of_the_rest",
                         "test_masked_lm", "test_classification_fine_tuning", "test_qa_fine_tuning",
                         "test_char_lm_with_relative_positions_then_eval_lm", "test_led_translation_then_generate",
-                        "test_wikihop_trains_and_validates_every_example"}, selected
+                        "test_wikihop_recipe_smoke_run_trains_and_validates_every_example"}, selected
     assert "deselected by --device cuda" in done.stdout
     assert re.search(r"\d+ in tests/plugin: CPU numerics", done.stdout), done.stdout[-2000:]
     assert re.search(r"2 in tests/integration: CPU-only behaviour", done.stdout), done.stdout[-2000:]

@@ -58,8 +58,8 @@ def main(argv=None) -> int:
                 report = json.load(handle)
             text = page(report)
         except (OSError, ValueError, KeyError) as error:
-            print(f"longformer-bench-hf: error: --replot {args.replot}: not a report of this command ({error!r})",
-                  file=sys.stderr)
+            print(f"longformer-bench-hf: error: --replot {args.replot}: not a report of this command "
+                  f"({type(error).__name__}: {error}); give the .json a run of longformer-bench-hf wrote", file=sys.stderr)
             return 2
         with open(os.path.splitext(args.replot)[0] + ".md", "w") as handle:
             handle.write(text)

@@ -83,6 +83,13 @@ def _hf_accelerate(name: str) -> str:
     return page(json.loads((Path(RESULTS) / f"{name}.json").read_text()))
 
 
+def _coref(module: str, name: str) -> str:
+    import importlib
+
+    return importlib.import_module(f"longformer_experiments.coref_small.{module}").page(
+        json.loads((Path(RESULTS) / f"{name}.json").read_text()))
+
+
 def _charlm_ablation(name: str) -> str:
     from longformer_experiments.charlm_ablation.main import page
 
@@ -108,6 +115,8 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "hf_accelerate_cpu.md": lambda: _hf_accelerate("hf_accelerate_cpu"),
     "hf_accelerate_cpu_1thread.md": lambda: _hf_accelerate("hf_accelerate_cpu_1thread"),
     "onnx_cpu.md": lambda: _hf_accelerate("onnx_cpu"),
+    "coref_small.md": lambda: _coref("main", "coref_small"),
+    "coref_step_4096.md": lambda: _coref("step_time", "coref_step_4096"),
     "gpu_h200.md": _gpu,
     "triton_compile.md": _compile_table,
 }
