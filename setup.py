@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # repository folder -> import name
 PACKAGE_FOLDERS = {
+    "common": "longformer_common",
     "fairseq_longformer": "fairseq_longformer",
     "kernels": "longformer_kernels",
     "preprocessing": "longformer_preprocessing",

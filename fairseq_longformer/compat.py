@@ -131,7 +131,7 @@ def _atomic_checkpoint_copies() -> None:
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
 
-    from .atomic import atomic_copy
+    from longformer_common.atomic import atomic_copy
 
     if getattr(checkpoint_utils.PathManager, "_longformer_patched", False):
         return

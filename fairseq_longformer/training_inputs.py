@@ -35,7 +35,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .atomic import hold_folder
+from longformer_common.atomic import hold_folder
 from .user_errors import UserInputError
 
 logger = logging.getLogger(__name__)

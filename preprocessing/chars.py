@@ -297,7 +297,7 @@ def prepare(fmt: str, inputs: Sequence[str], destdir: str, valid_size: Optional[
             test_size: Optional[str] = None, overwrite: bool = False) -> dict:
     """Write the binaries of ``inputs`` into ``destdir``; returns what chars.json records."""
     from fairseq.data.indexed_dataset import best_fitting_int_dtype
-    from fairseq_longformer.atomic import check_output_dir, staged_folder
+    from longformer_common.atomic import check_output_dir, staged_folder
 
     if fmt not in FORMATS:
         raise CharDataError(f"--format must be one of {FORMATS}, got {fmt!r}")

@@ -148,7 +148,7 @@ def finished_run(destdir: str, signature: dict) -> Optional[dict]:
 def publish_outputs(destdir: str, tmp: str, outputs: List[str], signature: dict) -> None:
     """Move the outputs into place (``atomic.publish``: flushed, then renamed), then the
     manifest that marks the run finished, last."""
-    from fairseq_longformer.atomic import publish  # here: importing the plugin loads fairseq
+    from longformer_common.atomic import publish  # here: importing the plugin loads fairseq
 
     sizes = {name: os.path.getsize(os.path.join(tmp, name)) for name in outputs}
     publish((os.path.join(tmp, name), os.path.join(destdir, name)) for name in outputs)

@@ -44,7 +44,7 @@ names = sorted(zipfile.ZipFile(wheel).namelist())
 for name in names:
     print("    " + name)
 # every module of every package folder must be in the wheel, under its import name
-folders = {"fairseq_longformer": "fairseq_longformer", "kernels": "longformer_kernels",
+folders = {"common": "longformer_common", "fairseq_longformer": "fairseq_longformer", "kernels": "longformer_kernels",
            "preprocessing": "longformer_preprocessing", "tools": "longformer_tools",
            "experiments": "longformer_experiments"}
 missing = []

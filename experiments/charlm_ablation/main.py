@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import longformer_experiments.charlm_ablation as package
 from longformer_experiments.runner import (KJV, PLUGIN, TRAIN_DONE, Run, compare, eval_lm_bits, markdown_table,
                                            ordering_verdict, regenerate_note, summarize)
-from longformer_tools.report.provenance import provenance, provenance_line
+from longformer_common.provenance import provenance, provenance_line
 
 MODULE = "longformer_experiments.charlm_ablation"
 

@@ -14,7 +14,7 @@ from longformer_experiments.runner import KJV, PLUGIN, TRAIN_DONE, Run, regenera
 from longformer_experiments.table5_small.data import prepare_data
 from longformer_experiments.table5_small.scoring import mlm_bits
 from longformer_experiments.table5_small.table import PAPER, REQUIRED_CHECKS, markdown, shape_checks
-from longformer_tools.report.provenance import provenance, provenance_line
+from longformer_common.provenance import provenance, provenance_line
 
 MODULE = "longformer_experiments.table5_small"
 logger = logging.getLogger("table5")

@@ -46,7 +46,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..conversion.hf_import import LEDImportResult, import_folder
     from ..conversion.restore import continue_command
 
-    from ..atomic import check_output_dir
+    from longformer_common.atomic import check_output_dir
 
     try:
         check_output_dir(args.outdir, args.overwrite, inputs=[args.hf_dir])  # --overwrite never deletes the source

@@ -83,7 +83,7 @@ def check_inputs(a, splits: Dict[str, str]) -> None:
         if not os.path.isfile(os.path.join(a.data, f"{name}.hotpot.jsonl")):
             raise SelectionError(f"--data {a.data} has no {name}.hotpot.jsonl: pass the folder "
                                  f"longformer-prepare-task hotpotqa wrote (its splits: train, valid, test)")
-    from ..atomic import check_output_dir
+    from longformer_common.atomic import check_output_dir
 
     check_output_dir(a.destdir, a.overwrite, [a.checkpoint, a.data, *splits.values()])  # raises before the model loads
 
@@ -152,7 +152,7 @@ def run(a, splits: Dict[str, str]) -> dict:
 
     import fairseq_longformer  # noqa: F401  (registers the task, model and criterion)
 
-    from ..atomic import staged_folder
+    from longformer_common.atomic import staged_folder
 
     device = torch.device("cuda" if torch.cuda.is_available() and not a.cpu else "cpu")
     try:

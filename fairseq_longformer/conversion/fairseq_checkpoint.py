@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Tuple
 import torch
 
 from .. import checkpoints
-from ..atomic import MARKER, atomic_files
+from longformer_common.atomic import MARKER, atomic_files
 
 logger = logging.getLogger(__name__)
 

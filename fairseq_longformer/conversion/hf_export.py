@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from ..atomic import check_output_dir, staged_folder
+from longformer_common.atomic import check_output_dir, staged_folder
 from . import fairseq_checkpoint
 from .families import led as led_family
 from .families.longformer import (

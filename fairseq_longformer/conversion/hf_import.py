@@ -27,7 +27,7 @@ from typing import List, Mapping, Optional
 import torch
 from torch import Tensor
 
-from ..atomic import check_output_dir, staged_folder
+from longformer_common.atomic import check_output_dir, staged_folder
 from .families import led as led_family
 from .families.longformer import (
     HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT,

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from ..atomic import check_output_dir, staged_folder
+from longformer_common.atomic import check_output_dir, staged_folder
 
 logger = logging.getLogger(__name__)
 

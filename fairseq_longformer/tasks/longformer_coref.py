@@ -191,7 +191,7 @@ class LongformerCorefTask(LongformerFinetuneTask):
         """Write the validation's predictions (and the key) when --write-conll is set."""
         from longformer_preprocessing.tasks.conll2012 import CorefDocument, write_document
 
-        from ..atomic import atomic_files
+        from longformer_common.atomic import atomic_files
 
         for split, predicted in self.predictions.items():
             os.makedirs(self.cfg.write_conll, exist_ok=True)

@@ -202,7 +202,7 @@ def make_tokenizer(a, tmp: str, splits) -> TokenizerSpec:
 
 def prepare(a: argparse.Namespace) -> dict:
     """Write everything into a staged folder, then rename it onto ``a.destdir``; returns the stats."""
-    from fairseq_longformer.atomic import staged_folder  # imports torch/fairseq only when run
+    from longformer_common.atomic import staged_folder  # imports torch/fairseq only when run
 
     splits = splits_of(a)
     with staged_folder(a.destdir, overwrite=a.overwrite) as tmp:

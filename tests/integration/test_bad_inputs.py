@@ -327,7 +327,7 @@ def run_subprocess(command: str, argv: List[str], cwd: Path) -> Tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def world(stock_roberta, classification_data, tmp_path_factory) -> Path:  # noqa: F811
-    from fairseq_longformer.atomic import hold_folder
+    from longformer_common.atomic import hold_folder
 
     folder = tmp_path_factory.mktemp("world")
     _world_files(folder, stock_roberta, classification_data)

@@ -15,7 +15,7 @@ import pytest
 import setuptools  # noqa: F401  (provides distutils on Python 3.12, where the standard library has none)
 
 REPO = Path(__file__).resolve().parents[2]
-IMPORT_NAMES = {"fairseq_longformer": "fairseq_longformer", "kernels": "longformer_kernels",
+IMPORT_NAMES = {"common": "longformer_common", "fairseq_longformer": "fairseq_longformer", "kernels": "longformer_kernels",
                 "preprocessing": "longformer_preprocessing", "tools": "longformer_tools",
                 "experiments": "longformer_experiments"}
 

@@ -1,11 +1,11 @@
-"""fairseq_longformer.atomic: a name holds its old content or the whole new one, never a part;
+"""longformer_common.atomic: a name holds its old content or the whole new one, never a part;
 the completion marker is published last; nothing is left behind on success or on error."""
 import os
 import stat
 
 import pytest
 
-from fairseq_longformer.atomic import MARKER, atomic_copy, atomic_files, staged_folder
+from longformer_common.atomic import MARKER, atomic_copy, atomic_files, staged_folder
 
 
 def _mode(path):

@@ -18,7 +18,7 @@ import torch
 
 import fairseq_longformer  # noqa: F401  (applies the patches)
 from fairseq_longformer import UserInputError
-from fairseq_longformer.atomic import MARKER
+from longformer_common.atomic import MARKER
 from fairseq_longformer.cli import convert_roberta, export_hf, train
 from fairseq_longformer.compat import is_intact_checkpoint
 from fairseq_longformer.conversion.fairseq_sources import convert_roberta_checkpoint

@@ -33,7 +33,7 @@ if sys.argv[3:] == ["hold"]:
 
 
 def other_process(folder, *mode):
-    return subprocess.Popen([sys.executable, "-c", _OTHER_PROCESS, str(REPO / "fairseq_longformer" / "atomic.py"),
+    return subprocess.Popen([sys.executable, "-c", _OTHER_PROCESS, str(REPO / "common" / "atomic.py"),
                              str(folder), *mode], stdout=subprocess.PIPE, text=True)
 
 

@@ -29,7 +29,7 @@ import torch
 
 from longformer_kernels import AttentionDropout, AttentionPattern, fused_dropout_mask, sliding_chunks_attention
 
-from ..report.provenance import provenance, provenance_line
+from longformer_common.provenance import provenance, provenance_line
 from .workers import wait_until_quiet
 
 PROG = "python -m longformer_tools.bench.core_dropout"

@@ -13,7 +13,7 @@ import os
 import shlex
 from typing import List, Optional, Sequence
 
-from ..report.provenance import provenance_line
+from longformer_common.provenance import provenance_line
 from .ratios import limit_lines, row_order
 
 # flags that say what to do with a run, not how it was measured: never part of the command

@@ -12,7 +12,7 @@ import torch
 from ..bench.measure import MEMORY_HELP
 from ..bench.ratios import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
 from ..bench.workers import default_memory_limit_mb
-from ..report.provenance import provenance
+from longformer_common.provenance import provenance
 
 
 def int_list(text: str):

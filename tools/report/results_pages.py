@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict
 
-from .provenance import REPO
+from longformer_common.provenance import REPO
 
 RESULTS = "docs/results"
 UNRENDERED_MARK = "Not rendered from stored data"
