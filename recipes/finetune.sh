@@ -46,6 +46,7 @@ case "$TASK" in
   *) echo "recipes/finetune.sh: task must be classification, qa, hotpotqa, wikihop or coref, got '$TASK'" >&2; exit 2 ;;
 esac
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$REPO/recipes/project_python.sh"
 DATA="${DATA:?set DATA to a folder written by longformer-prepare-task}"
 RESTORE="${RESTORE:-}"
 SAVE_DIR="${SAVE_DIR:-checkpoints/finetune_$TASK}"
@@ -62,7 +63,7 @@ DROPOUT="${DROPOUT:-0.1}"
 SEED="${SEED:-1}"
 LOG_INTERVAL="${LOG_INTERVAL:-20}"
 
-EXAMPLES=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["splits"]["train"]["examples"])' "${STATS:-$DATA/stats.json}")
+EXAMPLES=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["splits"]["train"]["examples"])' "${STATS:-$DATA/stats.json}")
 PER_UPDATE=$((BATCH_SIZE * UPDATE_FREQ))
 TOTAL_UPDATES=$(( (EXAMPLES + PER_UPDATE - 1) / PER_UPDATE * MAX_EPOCH ))
 WARMUP_UPDATES=$(( TOTAL_UPDATES * WARMUP_PERCENT / 100 ))

@@ -51,13 +51,13 @@ prepare() {
   stamp=$(cat "$WORK/json/$kind.train.jsonl" "$WORK/json/$kind.valid.jsonl" <(echo "$@") "${upstream[@]}" \
     | sha256sum | cut -d' ' -f1)
   if [[ "$(cat "$WORK/data/$kind/inputs.sha256" 2>/dev/null)" != "$stamp" ]]; then
-    python -m longformer_preprocessing.task_data "$kind" --train "$WORK/json/$kind.train.jsonl" \
+    python3 -m longformer_preprocessing.task_data "$kind" --train "$WORK/json/$kind.train.jsonl" \
       --valid "$WORK/json/$kind.valid.jsonl" --destdir "$WORK/data/$kind" --overwrite "$@"
     echo "$stamp" > "$WORK/data/$kind/inputs.sha256"
     rm -rf "$WORK/checkpoints/$kind"  # trained on the old data: start again, not resume
   fi
 }
-python -m longformer_experiments.finetune_kjv "$WORK/json"
+python3 -m longformer_experiments.finetune_kjv "$WORK/json"
 prepare classification --train-sentencepiece 2000
 prepare qa --sentencepiece-model "$WORK/data/classification/spm.model" \
   --srcdict "$WORK/data/classification/input0/dict.txt"

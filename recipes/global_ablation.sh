@@ -29,4 +29,4 @@ ARGS=()
 source "$REPO/recipes/env_flags.sh"
 flags_from_env OUT SEEDS ROWS UPDATES BATCH_SIZE LR LAYERS DIM HEADS WINDOW LONG SHORT DOC_WORDS \
   TRAIN_EXAMPLES VALID_EXAMPLES VOCAB NEEDLES
-exec python -m longformer_experiments.global_ablation "${ARGS[@]}" "$@"
+exec python3 -m longformer_experiments.global_ablation "${ARGS[@]}" "$@"

@@ -23,6 +23,7 @@
 #   SAVE_DIR=checkpoints/led_arxiv SEED=1 CPU=0 DRY_RUN=0 (1: print the command)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$REPO/recipes/project_python.sh"
 DATA="${DATA:?set DATA to a folder written by longformer-prepare-task arxiv}"
 LED="${LED:?set LED to a folder written by longformer-convert-bart}"
 ARCH="${ARCH:-led_large}"
@@ -41,7 +42,7 @@ else
   BATCH_SIZE="${BATCH_SIZE:-1}"
   DEVICE=(--fp16 --checkpoint-activations)
 fi
-EXAMPLES=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["splits"]["train"]["examples"])' "$DATA/stats.json")
+EXAMPLES=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["splits"]["train"]["examples"])' "$DATA/stats.json")
 PER_UPDATE=$((BATCH_SIZE * UPDATE_FREQ))
 TOTAL_UPDATES=$(( (EXAMPLES + PER_UPDATE - 1) / PER_UPDATE * MAX_EPOCH ))
 WARMUP_UPDATES=$(( TOTAL_UPDATES * WARMUP_PERCENT / 100 ))

@@ -71,11 +71,11 @@ demo_start=$SECONDS
 step() { echo; echo "== $* ($((SECONDS - demo_start)) s)"; }
 finished() { [[ -f "$1" ]] && grep -q "done training" "$1"; }
 
-python -c "import rouge_score" 2>/dev/null || { echo "rouge-score is missing: run scripts/install.sh (or pip install rouge-score)" >&2; exit 2; }
+python3 -c "import rouge_score" 2>/dev/null || { echo "rouge-score is missing: run scripts/install.sh (or pip install rouge-score)" >&2; exit 2; }
 
 step "1. the task: passages of 2-3 x $POSITIONS tokens -> their closing sentence ($DATA)"
 if [[ ! -f "$DATA/stats.json" ]]; then
-  python -m longformer_experiments.led_demo build "$WORK" --positions "$POSITIONS" --max-train "${MAX_TRAIN:-0}" \
+  python3 -m longformer_experiments.led_demo build "$WORK" --positions "$POSITIONS" --max-train "${MAX_TRAIN:-0}" \
     --max-eval "${MAX_EVAL:-0}"
 else
   cat "$DATA/stats.json"
@@ -148,7 +148,7 @@ for name in led bart_truncated; do
     --batch-size 8 --beam "$BEAM" --max-len-b 60 --cpu --num-workers 0 > "$WORK/generate_$name.log" 2>&1
   grep -E "^Generate test" "$WORK/generate_$name.log" || true
 done
-python -m longformer_experiments.led_demo score "$WORK" --system "BART, sources cut to $POSITIONS=$WORK/generate_bart_truncated.log" \
+python3 -m longformer_experiments.led_demo score "$WORK" --system "BART, sources cut to $POSITIONS=$WORK/generate_bart_truncated.log" \
   --system "LED, whole sources=$WORK/generate_led.log" \
   --regenerate "WORK=$WORK POSITIONS=$POSITIONS WINDOW=$WINDOW PRETRAIN_UPDATES=$PRETRAIN_UPDATES FINETUNE_UPDATES=$FINETUNE_UPDATES BEAM=$BEAM MAX_TRAIN=${MAX_TRAIN:-0} MAX_EVAL=${MAX_EVAL:-0} bash recipes/led_demo.sh"
 echo "demo: $((SECONDS - demo_start)) s; results in $WORK/results.md"

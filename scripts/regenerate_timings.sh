@@ -50,11 +50,11 @@ longformer-bench "${figure[@]}" --impls dense torch hf --global-tokens 0 8 --dro
   --out-dir "$OUT" --name figure1_cpu --markdown "$OUT/figure1_cpu.md"
 
 stage core_dropout
-python -m longformer_tools.bench.core_dropout "${core[@]}" --json "$OUT/core_dropout.json" \
+python3 -m longformer_tools.bench.core_dropout "${core[@]}" --json "$OUT/core_dropout.json" \
   --markdown "$OUT/core_dropout.md"
 
 if [[ "$OUT" == docs/results ]]; then
   stage "every page against its data"
-  python -m longformer_tools.report.results_pages
+  python3 -m longformer_tools.report.results_pages
 fi
 echo "done in $(( $(date +%s) - started )) s; load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

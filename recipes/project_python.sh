@@ -1,0 +1,10 @@
+# shellcheck shell=bash
+# The project's Python and console scripts for a recipe (sourced after REPO is set; sets PATH and
+# PYTHON): the active virtual environment's, else the repository's .venv (VENV), else the system's
+# python3. Debian and Ubuntu have no `python` command without python-is-python3, so recipes call
+# "$PYTHON", never `python` (recipes that activate the venv may call python3).
+if [[ -z "${VIRTUAL_ENV:-}" && -x "${VENV:-$REPO/.venv}/bin/python" ]]; then
+  PATH="${VENV:-$REPO/.venv}/bin:$PATH"
+fi
+PYTHON="$(command -v python3 || command -v python)" \
+  || { echo "no python3 on PATH: install Python 3.10-3.12, then run scripts/install.sh" >&2; exit 2; }
