@@ -1,11 +1,12 @@
 """No import circles and no upward imports between the project's packages, checked from the source.
 
 Every module of the packages that setup.py installs (its ``PACKAGE_FOLDERS``) is parsed with ast,
-never imported, so the check takes well under a second and needs neither torch nor fairseq. Every
+never imported, so the check is quick and needs neither torch nor fairseq. Every
 import counts: module level, inside functions, under ``try``, relative or absolute. Importing
 ``a.b.c`` (``import a.b.c``, ``from a.b import c``, ``from a.b.c import x``) runs ``a`` and
-``a.b``'s ``__init__`` too, so it is an edge to each of them, except to the importer's own parent
-packages (they are always being imported already when the importer runs).
+``a.b``'s ``__init__`` too, so it is an edge to each of them. The importer's own parent packages
+are left out where the import only passes through them (they are always being imported already
+when the importer runs), not where it reads a name from their ``__init__``.
 
 Two rules, each failure naming the modules and the lines:
 - no cycle, between packages or inside one (a circle only works by the order modules happen to be
@@ -84,7 +85,7 @@ def _imported_names(importer: str, is_package: bool, tree: ast.AST, modules: dic
 
 
 def import_graph(modules: dict) -> dict:
-    """importer -> {imported project module: first line}, with the parent-package edges added."""
+    """importer -> {imported project module: its first line}, with the parent-package edges added."""
     graph = {}
     for importer, (path, is_package) in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -98,11 +99,11 @@ def import_graph(modules: dict) -> dict:
             # the module named is an edge even when it is the importer's own parent (a name read
             # from a package's __init__ that may still be running); the parents passed through on
             # the way to it are not, for the importer's own parents
-            for target in known[:-1]:
-                if target not in own_parents:
-                    edges.setdefault(target, line)
+            targets = [target for target in known[:-1] if target not in own_parents]
             if known[-1] != importer:
-                edges.setdefault(known[-1], line)
+                targets.append(known[-1])
+            for target in targets:
+                edges[target] = min(line, edges.get(target, line))  # ast.walk is not in line order
     return graph
 
 
