@@ -9,7 +9,7 @@ tokenizes (RoBERTa's GPT-2 BPE or sentencepiece) and writes fairseq mmap binarie
 
 def preprocess(argv=None):
     """Run the preprocessing with command-line style arguments; see ``pipeline.preprocess``."""
-    from .pipeline import preprocess as _preprocess
+    from .pipeline import preprocess as _preprocess  # here: importing any submodule would load the whole pipeline
 
     return _preprocess(argv)
 

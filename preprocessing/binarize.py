@@ -69,7 +69,7 @@ def make_split_builder(prefix: str, dictionary_size: int):
     fairseq keeps one size per item in a Python list until ``finalize``; an ``array`` holds the
     same numbers in 8 bytes each instead of ~36 (the index writer only iterates over it).
     """
-    from fairseq.data import indexed_dataset
+    from fairseq.data import indexed_dataset  # fairseq only when writing: the readers' import stays light
 
     builder = indexed_dataset.make_builder(prefix + ".bin", impl="mmap", vocab_size=dictionary_size)
     if isinstance(getattr(builder, "_sizes", None), list) and not builder._sizes:
@@ -90,7 +90,7 @@ class SplitWriter:
         self.items: Dict[str, int] = {s: 0 for s in self.SPLITS}
 
     def add_document(self, split: str, tokens: np.ndarray, sizes: np.ndarray, n_tokens: int) -> None:
-        import torch
+        import torch  # torch only when writing, as fairseq above
 
         builder = self.builders[split]
         pos = 0

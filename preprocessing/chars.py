@@ -52,6 +52,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from longformer_common.atomic import check_output_dir, staged_folder
+
 from .textio import open_binary
 
 FORMATS = ("enwik8", "text8", "bytes", "chars")
@@ -228,7 +230,7 @@ def split_pieces(lengths: Sequence[int], sizes: Tuple[int, int, int]) -> Dict[st
 def write_split(prefix: str, alphabet: Alphabet, documents: Sequence[np.ndarray], pieces, dtype) -> List[int]:
     """``prefix``.bin/.idx in fairseq's mmap format, one item per piece plus its </s>. Returns the
     item sizes."""
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq.data.indexed_dataset import MMapIndexedDataset  # fairseq only when run (a light CLI)
 
     sizes = []
     with open(prefix + ".bin", "wb") as out:
@@ -269,7 +271,7 @@ def symbols_to_text(line: str, kind: str = "chars") -> str:
 
 def read_split_ids(prefix: str) -> List[np.ndarray]:
     """The items of a written split, as int64 token ids (fairseq's own reader)."""
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq.data.indexed_dataset import MMapIndexedDataset  # fairseq only when run (a light CLI)
 
     dataset = MMapIndexedDataset(prefix)
     return [dataset[i].numpy().astype(np.int64) for i in range(len(dataset))]
@@ -296,8 +298,7 @@ def decode_split(destdir: str, split: str):
 def prepare(fmt: str, inputs: Sequence[str], destdir: str, valid_size: Optional[str] = None,
             test_size: Optional[str] = None, overwrite: bool = False) -> dict:
     """Write the binaries of ``inputs`` into ``destdir``; returns what chars.json records."""
-    from fairseq.data.indexed_dataset import best_fitting_int_dtype
-    from longformer_common.atomic import check_output_dir, staged_folder
+    from fairseq.data.indexed_dataset import best_fitting_int_dtype  # fairseq only when run (a light CLI)
 
     if fmt not in FORMATS:
         raise CharDataError(f"--format must be one of {FORMATS}, got {fmt!r}")

@@ -4,10 +4,10 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
+from .pipeline import preprocess
+
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from .pipeline import preprocess
-
     preprocess(sys.argv[1:] if argv is None else argv)
     return 0
 

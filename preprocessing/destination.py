@@ -16,6 +16,8 @@ import json
 import os
 from typing import List, Optional
 
+from longformer_common.atomic import publish
+
 from .options import SOURCES
 
 FORMAT_VERSION = 1
@@ -148,8 +150,6 @@ def finished_run(destdir: str, signature: dict) -> Optional[dict]:
 def publish_outputs(destdir: str, tmp: str, outputs: List[str], signature: dict) -> None:
     """Move the outputs into place (``atomic.publish``: flushed, then renamed), then the
     manifest that marks the run finished, last."""
-    from longformer_common.atomic import publish  # here: importing the plugin loads fairseq
-
     sizes = {name: os.path.getsize(os.path.join(tmp, name)) for name in outputs}
     publish((os.path.join(tmp, name), os.path.join(destdir, name)) for name in outputs)
     manifest = {"signature": signature, "outputs": sizes}

@@ -98,7 +98,7 @@ def _index_of_symbols(symbols: List[str]) -> dict:
 
 class Gpt2Tokenizer(BaseTokenizer):
     def __init__(self, encoder_json: str, vocab_bpe: str, srcdict: Optional[str] = None):
-        from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+        from fairseq.data.encoders.gpt2_bpe_utils import get_encoder  # fairseq only for GPT-2 BPE
 
         self.bpe = get_encoder(encoder_json, vocab_bpe)
         self.srcdict = srcdict

@@ -27,11 +27,14 @@ import shutil
 import sys
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
+from longformer_common.atomic import staged_folder
+
 from ..tokenizer import TokenizerSpec, train_sentencepiece
 from . import arxiv, hotpotqa, hyperpartisan, imdb, jsonl, ontonotes, triviaqa, wikihop
 from .conll2012 import CorefDocument
-from .examples import QA, BadExample, Classification, MultiHop, MultipleChoice, Summary, texts_of
-from .writers import render_markdown, report, write_splits
+from .examples import QA, BadExample, Classification, MultiHop, MultipleChoice, Summary
+from .shapes import texts_of, write_splits
+from .writers import render_markdown, report
 
 SPM_NAME = "spm.model"
 SHAPES = {"classification": Classification, "qa": QA, "imdb": Classification, "hyperpartisan": Classification,
@@ -202,8 +205,6 @@ def make_tokenizer(a, tmp: str, splits) -> TokenizerSpec:
 
 def prepare(a: argparse.Namespace) -> dict:
     """Write everything into a staged folder, then rename it onto ``a.destdir``; returns the stats."""
-    from longformer_common.atomic import staged_folder  # imports torch/fairseq only when run
-
     splits = splits_of(a)
     with staged_folder(a.destdir, overwrite=a.overwrite) as tmp:
         tmp = str(tmp)

@@ -88,19 +88,3 @@ def check_label(label: str) -> str:
         raise BadExample("label with whitespace")
     return label
 
-
-def texts_of(example) -> List[str]:
-    """The texts of an example a sentencepiece model is trained on."""
-    if isinstance(example, Classification):
-        return [example.text]
-    if isinstance(example, QA):
-        return [example.question, example.context]
-    if isinstance(example, MultipleChoice):
-        return [example.question, *example.candidates, *example.supports]
-    if isinstance(example, MultiHop):
-        return [example.question, *(text for title, sentences in example.paragraphs for text in [title, *sentences])]
-    if type(example).__name__ == "CorefDocument":  # conll2012 imports this module: no import back
-        from .ontonotes import texts
-
-        return texts(example)
-    return [example.source, example.target]

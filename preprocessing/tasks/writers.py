@@ -1,4 +1,6 @@
-"""Binarization of the readers' examples, one writer per example shape, and the statistics.
+"""The writers that binarize the readers' examples: the base ``SplitWriter`` and the writers of
+the four plain shapes (MultiHop's and OntoNotes' build on the base in ``multihop_writer`` and
+``ontonotes``; ``shapes.write_splits`` picks a shape's writer and runs it), and the statistics.
 
 Layouts (``--destdir``):
   Classification  input0/{split}.bin/.idx + input0/dict.txt (tokens, each item ending in </s>),
@@ -29,13 +31,14 @@ import json
 import os
 import shutil
 from collections import Counter
-from typing import Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from ..binarize import make_split_builder
 from ..tokenizer import EOS, NUM_SPECIALS, write_dict
 from .answer_spans import words_of
-from .examples import QA, BadExample, Classification, MultiHop, MultipleChoice, Summary
+from .examples import QA, BadExample, Classification, MultipleChoice, Summary
 
 
 def percentiles(lengths: Sequence[int]) -> dict:
@@ -53,8 +56,7 @@ class Builders:
         self.vocab_size, self.builders = vocab_size, {}
 
     def add(self, prefix: str, tokens: np.ndarray) -> None:
-        import torch
-        from ..binarize import make_split_builder
+        import torch  # here: the readers, and the scorer's conll2012, import this package without torch
 
         if prefix not in self.builders:
             os.makedirs(os.path.dirname(prefix), exist_ok=True)
@@ -243,51 +245,6 @@ class MultipleChoiceWriter(SplitWriter):
     def finish(self, stats: dict) -> None:
         self.builders.finalize()
         self.write_dictionary(self.folder)
-
-
-WRITERS = {Classification: ClassificationWriter, QA: QAWriter, Summary: SummaryWriter,
-           MultipleChoice: MultipleChoiceWriter}
-
-
-def writer_class(shape: type) -> type:
-    if shape is MultiHop:  # its own module, which builds on this one's SplitWriter
-        from .multihop_writer import MultiHopWriter
-
-        return MultiHopWriter
-    if shape.__name__ == "CorefDocument":  # OntoNotes: its own module too
-        from .ontonotes import CorefWriter
-
-        return CorefWriter
-    return WRITERS[shape]
-
-
-def write_splits(folder: str, tokenizer, options, shape: type,
-                 splits: Dict[str, Tuple[str, Callable[[], Iterator]]]) -> dict:
-    """Binarize every split (name -> (source description, example generator factory)) into
-    ``folder``; returns the statistics. Raises SystemExit naming the split when one ends up empty."""
-    writer = writer_class(shape)(folder, tokenizer, options)
-    stats = {"kind": options.kind, "tokenizer": options.tokenizer_kind, "splits": {}}
-    for split, (source, examples) in splits.items():
-        bad, lengths, written = Counter(), [], []
-        writer.start_split(split)
-        for item in examples():
-            try:
-                if isinstance(item, BadExample):
-                    raise item
-                whole, kept = writer.write(split, item)
-                lengths.append(whole)
-                written.append(kept)
-            except BadExample as e:
-                bad[e.reason] += 1
-        writer.end_split(split)
-        stats["splits"][split] = {"file": source, "examples": len(lengths), "dropped": sum(bad.values()),
-                                  "dropped_by_reason": dict(sorted(bad.items())), "tokens": percentiles(lengths),
-                                  "tokens_written": percentiles(written)}
-        if not lengths:
-            raise SystemExit(f"longformer-prepare-task: no usable example in {split} ({source}): "
-                             + (", ".join(f"{n} {r}" for r, n in bad.most_common()) or "no record found"))
-    writer.finish(stats)
-    return stats
 
 
 def render_markdown(stats: dict) -> str:

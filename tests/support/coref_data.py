@@ -11,7 +11,7 @@ import numpy as np
 from longformer_experiments.coref_small.documents import verses, write_split
 from longformer_preprocessing.tasks.conll2012 import CorefDocument
 from longformer_preprocessing.tasks.ontonotes import read
-from longformer_preprocessing.tasks.writers import write_splits
+from longformer_preprocessing.tasks.shapes import write_splits
 from longformer_preprocessing.tokenizer import NUM_SPECIALS, UNK, load_dict_symbols
 
 from tests.conftest import KJV
