@@ -94,7 +94,8 @@ class LongformerFinetuneTask(FairseqTask):
         dictionary.add_symbol("<mask>")  # as RoBERTa's tasks: the pretrained embedding has the row
         for marker in cls.MARKERS:
             dictionary.add_symbol(marker)
-        logger.info(f"dictionary: {len(dictionary)} types" + (f" (with {' '.join(cls.MARKERS)})" if cls.MARKERS else ""))
+        markers = f" (with {' '.join(cls.MARKERS)})" if cls.MARKERS else ""
+        logger.info(f"dictionary: {len(dictionary)} types{markers}")
         return dictionary
 
     def load_fields(self, split: str) -> Tuple[Dict[str, FairseqDataset], List[dict]]:
@@ -103,6 +104,9 @@ class LongformerFinetuneTask(FairseqTask):
         fields = {name: load_split(os.path.join(self.cfg.data, f"{split}.{name}"), self.dictionary)
                   for name in self.FIELDS}
         side = f"{split}.{self.RECORDS}.jsonl"
+        if not os.path.isfile(os.path.join(self.cfg.data, side)):
+            raise UserInputError(f"{self.cfg.data}: no {side}: prepare the folder with longformer-prepare-task "
+                                 f"{self.PREPARE}")
         with open(os.path.join(self.cfg.data, side), encoding="utf-8") as f:
             records = [json.loads(line) for line in f]
         counts = {f"{split}.{name}": len(fields[name]) for name in self.ALIGNED} | {side: len(records)}
