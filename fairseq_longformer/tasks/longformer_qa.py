@@ -77,6 +77,9 @@ def question_classes(length: int, question_len: int) -> torch.Tensor:
 
 
 class QADataset(ExampleDataset):
+    """Items: the windows of one group of examples (``groups``: one example in training, one
+    question's pages in evaluation), each window ``<s> question </s></s> context piece </s>``."""
+
     def __init__(self, questions, contexts, records: List[dict], dictionary: Dictionary, cfg: LongformerQAConfig,
                  groups: List[List[int]], global_classes, multiple: int, shuffle: bool, seed: int):
         self.questions, self.contexts, self.records = questions, contexts, records
