@@ -272,5 +272,5 @@ def join_pieces(pieces: Sequence[Tuple[Sequence[int], int]]) -> Tuple[torch.Tens
 def load_split(path: str, dictionary):
     dataset = data_utils.load_indexed_dataset(path, dictionary, dataset_impl="mmap")
     if dataset is None:
-        raise FileNotFoundError(f"{path}.bin/.idx not found (run longformer-prepare-task)")
+        raise UserInputError(f"{path}.bin/.idx not found: prepare the folder with longformer-prepare-task")
     return dataset
