@@ -4,7 +4,7 @@ validation (criterion ``longformer_hotpotqa``) and for ``longformer-select-parag
 Answer: "yes" / "no" when the type head says so, else the best span (s <= e < s +
 ``max_answer`` tokens, both on sentence tokens, largest log p(start) + log p(end)).
 
-Evidence (``--evidence-decoding``):
+Evidence (``--evidence-decoding``, the choices ``models.heads.EVIDENCE_DECODINGS``):
   * ``two_paragraphs`` (the paper's, after Groeneveld et al. 2020: HotpotQA's supporting facts
     always come from exactly two paragraphs): each paragraph holding a kept sentence is scored by
     its ``<t>`` logit plus the logit of its best ``[s]``; the two best paragraphs form the pair (the
@@ -21,7 +21,6 @@ import torch
 from .longformer_qa import best_window_spans
 
 ANSWERS = {1: "yes", 2: "no"}  # question types with a fixed answer; 0 is a span
-EVIDENCE_DECODINGS = ("two_paragraphs", "threshold")
 SENTENCE_THRESHOLD = 0.0  # a sentence logit above it: probability above 1/2
 
 

@@ -4,7 +4,9 @@ import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.logging import metrics
 
-from .finetune_metrics import log_loss, log_percents
+from longformer_preprocessing.evaluation.classification import macro_f1
+
+from .metric_logging import log_loss, log_percents
 
 
 @register_criterion("longformer_classification")
@@ -46,8 +48,3 @@ class LongformerClassificationCriterion(FairseqCriterion):
     def logging_outputs_can_be_summed() -> bool:
         return True
 
-
-def macro_f1(counts) -> float:
-    """Mean over classes of F1 = 2 TP / (2 TP + FP + FN); a class never predicted nor present is skipped."""
-    scores = [2 * tp / (2 * tp + fp + fn) for tp, fp, fn in counts if 2 * tp + fp + fn > 0]
-    return sum(scores) / len(scores) if scores else 0.0

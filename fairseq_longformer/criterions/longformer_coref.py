@@ -17,9 +17,10 @@ import torch
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.logging import metrics
 
-from ..models.coref_head import predicted_clusters
-from ..tasks.longformer_coref import HEAD
-from .finetune_metrics import log_loss
+from longformer_preprocessing.evaluation.coref import score_document
+
+from ..models.coref_head import HEAD_NAME, predicted_clusters
+from .metric_logging import log_loss
 
 METRICS = ("muc", "bcub", "ceafe")
 PARTS = ("recall_num", "recall_den", "precision_num", "precision_den")
@@ -47,8 +48,6 @@ def word_clusters(clusters: Sequence[Sequence[Tuple[int, int]]], word: Sequence[
 
 def metric_counts(key, response) -> Dict[str, float]:
     """The official scorer's numerators and denominators of one document, to be summed."""
-    from longformer_preprocessing.tasks.coref_metrics import score_document
-
     counts, _ = score_document(key, response)
     return {f"_{m}_{part}": float(getattr(counts[m], part)) for m in METRICS for part in PARTS}
 
@@ -57,7 +56,7 @@ def metric_counts(key, response) -> Dict[str, float]:
 class LongformerCorefCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
         features, _ = model(**sample["net_input"], features_only=True)
-        head = model.span_heads[HEAD]
+        head = model.span_heads[HEAD_NAME]
         loss = features.new_zeros((), dtype=torch.float32)
         logging_output = {"ntokens": sample["ntokens"], "nsentences": sample["nsentences"],
                           "sample_size": sample["nsentences"], "_ndocs": sample["nsentences"]}

@@ -1,5 +1,5 @@
 """Criterion ``longformer_hotpotqa``: the four HotpotQA losses combined linearly, and in evaluation
-the official answer, supporting-fact and joint EM/F1 (``hotpotqa_metrics``).
+the official answer, supporting-fact and joint EM/F1 (``longformer_preprocessing.evaluation.hotpotqa``).
 
 Loss of an example: ``--span-loss-weight`` x (-log sum_{gold starts} p(start) - log sum_{gold ends}
 p(end)), the softmax over the sentences' tokens, only when a span answer is left in the input;
@@ -18,10 +18,12 @@ import math
 import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.logging import metrics
 
-from .finetune_metrics import log_loss, log_percents
+from longformer_preprocessing.evaluation.hotpotqa import example_scores
+
 from .hotpotqa_decoding import decode, span_log_probs
-from .hotpotqa_metrics import example_scores
+from .metric_logging import log_loss, log_percents
 
 METRICS = {"em": "_em", "f1": "_f1", "sp_em": "_sp_em", "sp_f1": "_sp_f1", "joint_em": "_joint_em",
            "joint_f1": "_joint_f1"}
@@ -88,8 +90,6 @@ class LongformerHotpotQACriterion(FairseqCriterion):
         if total is None:
             return
         examples = max(total("sample_size"), 1)
-        from fairseq.logging import metrics
-
         for name in ("span", "type", "paragraph", "sentence"):  # each loss in nats per example
             metrics.log_scalar(f"{name}_loss", total(f"{name}_loss") / examples, examples, round=3)
         if total("_nexamples") > 0:  # evaluation only

@@ -9,43 +9,17 @@ window's context) with the largest log p(start) + log p(end); per example the be
 windows; ``em`` and ``f1`` in percent of examples, max over the gold answers, both texts
 normalized as the record says: SQuAD v1.1's evaluation (punctuation removed) or TriviaQA's
 (``triviaqa_evaluation.py``: underscores and punctuation to spaces), the gold answers of a
-TriviaQA record being its normalized aliases.
+TriviaQA record being its normalized aliases (``longformer_preprocessing.evaluation.answers``).
 """
-import collections
 import math
-import re
-import string
 
 import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 
-from longformer_preprocessing.tasks.answer_spans import normalize_answer as triviaqa_normalize
+from longformer_preprocessing.evaluation.answers import NORMALIZERS, exact_match, f1_score
 
-from .finetune_metrics import log_loss, log_percents
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD v1.1's normalisation: lower case, no punctuation, no articles, single spaces."""
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
-NORMALIZERS = {"squad": normalize_answer, "triviaqa": triviaqa_normalize}
-
-
-def exact_match(prediction: str, gold: str, normalize=normalize_answer) -> float:
-    return float(normalize(prediction) == normalize(gold))
-
-
-def f1_score(prediction: str, gold: str, normalize=normalize_answer) -> float:
-    predicted, wanted = normalize(prediction).split(), normalize(gold).split()
-    common = sum((collections.Counter(predicted) & collections.Counter(wanted)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(predicted), common / len(wanted)
-    return 2 * precision * recall / (precision + recall)
+from .metric_logging import log_loss, log_percents
 
 
 def best_window_spans(start_lp, end_lp, prefix, length, max_answer: int):

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 
-from .finetune_metrics import log_loss, log_percents
+from .metric_logging import log_loss, log_percents
 
 
 def candidate_logits(token_logits: torch.Tensor, positions: torch.Tensor, chunk_example: torch.Tensor,

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from .coref_spans import bucket_distance, candidate_spans, select_non_crossing, span_heads
 
+HEAD_NAME = "coref"  # its key in the model's span_heads (the task adds it, the criterion reads it)
 GENRES = ("bc", "bn", "mt", "nw", "pt", "tb", "wb")  # OntoNotes' genres (the document id's first two letters)
 
 

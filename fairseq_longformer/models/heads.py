@@ -46,6 +46,11 @@ class LongformerCandidateHead(nn.Module):
         return self.candidate_score(features).squeeze(-1)
 
 
+# How the supporting facts are read from the paragraph and sentence logits (the task's
+# --evidence-decoding; criterions/hotpotqa_decoding.py implements both)
+EVIDENCE_DECODINGS = ("two_paragraphs", "threshold")
+
+
 class LongformerHotpotQAHead(nn.Module):
     """features (B, N, C) -> {"span": (B, N, 2) start and end, "type": (B, 3) span/yes/no logits
     from features[:, 0], "paragraph": (B, N), "sentence": (B, N)}."""

@@ -16,10 +16,9 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.tasks import register_task
 
+from ..user_errors import UserInputError
+from .finetune_base import ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, load_split
 from .token_classes import CLS
-from .finetune_base import (
-    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +35,9 @@ class ClassificationDataset(ExampleDataset):
     def __init__(self, tokens, labels: np.ndarray, dictionary: Dictionary, max_positions: int,
                  global_classes, multiple: int, shuffle: bool, seed: int):
         # stored items end with </s>: <s> + body + </s> is the stored size + 1
-        super().__init__(np.minimum(tokens.sizes + 1, max_positions), shuffle, seed)
-        self.tokens, self.labels, self.dictionary = tokens, labels, dictionary
-        self.max_positions, self.global_classes, self.multiple = max_positions, global_classes, multiple
+        super().__init__(np.minimum(tokens.sizes + 1, max_positions), dictionary, global_classes, multiple, shuffle,
+                         seed)
+        self.tokens, self.labels, self.max_positions = tokens, labels, max_positions
 
     def __getitem__(self, index):
         body = self.tokens[index][:-1][: self.max_positions - 2]
@@ -47,23 +46,19 @@ class ClassificationDataset(ExampleDataset):
         classes[0] = CLS
         return {"id": index, "source": source, "classes": classes, "target": int(self.labels[index])}
 
-    def collater(self, samples):
-        if not samples:
-            return {}
+    def collate(self, samples):
         sources = [s["source"] for s in samples]
-        masks = global_masks([s["classes"] for s in samples], self.global_classes)
-        return {
-            "id": torch.tensor([s["id"] for s in samples]),
-            "net_input": collate_inputs(sources, masks, self.dictionary.pad(), self.multiple),
-            "target": torch.tensor([s["target"] for s in samples]),
-            "nsentences": len(samples),
-            "ntokens": sum(len(s) for s in sources),
-        }
+        return self.batch(samples, sources, self.net_input(sources, [s["classes"] for s in samples]),
+                          target=torch.tensor([s["target"] for s in samples]))
 
 
 @register_task("longformer_classification", dataclass=LongformerClassificationConfig)
 class LongformerClassificationTask(LongformerFinetuneTask):
+    """Data in fairseq ``sentence_prediction``'s folders: ``input0/`` (tokens and dict.txt) and
+    ``label/`` (labels and their own dictionary)."""
+
     cfg: LongformerClassificationConfig
+    ITEMS = "documents"
 
     def __init__(self, cfg, dictionary: Dictionary, label_dictionary: Dictionary):
         super().__init__(cfg, dictionary)
@@ -73,7 +68,7 @@ class LongformerClassificationTask(LongformerFinetuneTask):
     def setup_task(cls, cfg, **kwargs):
         dictionary = cls.load_token_dictionary(os.path.join(cfg.data, "input0", "dict.txt"))
         label_dictionary = Dictionary.load(os.path.join(cfg.data, "label", "dict.txt"))
-        logger.info(f"dictionary: {len(dictionary)} types, {cls.num_labels(label_dictionary)} classes")
+        logger.info(f"{cls.num_labels(label_dictionary)} classes")
         return cls(cfg, dictionary, label_dictionary)
 
     @staticmethod
@@ -87,17 +82,19 @@ class LongformerClassificationTask(LongformerFinetuneTask):
     def label_names(self):
         return self.label_dictionary.symbols[self.label_dictionary.nspecial:]
 
-    def load_dataset(self, split, combine=False, **kwargs):
+    def load_fields(self, split):
+        """The documents (``input0/``) and, as the records, their label indices (``label/``)."""
         tokens = load_split(os.path.join(self.cfg.data, "input0", split), self.dictionary)
         labels_ds = load_split(os.path.join(self.cfg.data, "label", split), self.label_dictionary)
-        labels = np.array([int(labels_ds[i][0]) - self.label_dictionary.nspecial for i in range(len(labels_ds))])
-        if len(labels) != len(tokens) or labels.min(initial=0) < 0:
-            raise ValueError(f"{split}: {len(tokens)} documents but {len(labels)} labels (or a special label)")
-        self.datasets[split] = ClassificationDataset(
-            tokens, labels, self.dictionary, self.cfg.max_positions, self.global_classes,
-            self.cfg.pad_to_multiple, shuffle=split == "train", seed=self.cfg.seed)
-        logger.info(f"{split}: {len(labels)} documents")
-        return self.datasets[split]
+        labels = [int(labels_ds[i][0]) - self.label_dictionary.nspecial for i in range(len(labels_ds))]
+        if len(labels) != len(tokens) or min(labels, default=0) < 0:
+            raise UserInputError(f"{self.cfg.data}: {split} has {len(tokens)} documents but {len(labels)} labels (or a "
+                                 "special label): prepare the folder again with longformer-prepare-task classification")
+        return {"input0": tokens}, labels
+
+    def build_dataset(self, split, fields, records):
+        return ClassificationDataset(fields["input0"], np.array(records, dtype=np.int64), self.dictionary,
+                                     self.cfg.max_positions, **self.batching(split))
 
     def add_head(self, model) -> None:
         model.register_classification_head(self.cfg.classification_head_name, num_classes=self.num_classes)

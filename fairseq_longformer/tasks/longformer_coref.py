@@ -30,15 +30,15 @@ import numpy as np
 import torch
 from fairseq.tasks import register_task
 
-from ..models.coref_head import GENRES, CorefHead, CorefHeadConfig
+from longformer_common.atomic import atomic_files
+from longformer_preprocessing.tasks.conll2012 import CorefDocument, write_document
+
+from ..models.coref_head import GENRES, HEAD_NAME, CorefHead, CorefHeadConfig
 from ..user_errors import UserInputError
-from .finetune_base import (
-    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
-)
+from .finetune_base import ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask
 from .token_classes import CLS
 
 logger = logging.getLogger(__name__)
-HEAD = "coref"
 
 
 @dataclass
@@ -93,9 +93,9 @@ class CorefDataset(ExampleDataset):
 
     def __init__(self, split: str, tokens, records: List[dict], dictionary, segment_length: int,
                  global_classes, multiple: int, shuffle: bool, seed: int):
-        self.split, self.tokens, self.records, self.dictionary = split, tokens, records, dictionary
-        self.segment_length, self.global_classes, self.multiple = segment_length, global_classes, multiple
-        super().__init__(tokens.sizes + 2 * (-(-tokens.sizes // (segment_length - 2))), shuffle, seed)
+        self.split, self.tokens, self.records, self.segment_length = split, tokens, records, segment_length
+        super().__init__(tokens.sizes + 2 * (-(-tokens.sizes // (segment_length - 2))), dictionary, global_classes,
+                         multiple, shuffle, seed)
 
     def __getitem__(self, index):
         record, body = self.records[index], self.tokens[index].long()
@@ -116,24 +116,24 @@ class CorefDataset(ExampleDataset):
                 "segment": torch.tensor(rows), "genre": genre_index(record["genre"]),
                 "gold_starts": gold[:, 0], "gold_ends": gold[:, 1], "gold_clusters": gold[:, 2]}
 
-    def collater(self, samples):
-        if not samples:
-            return {}
+    def collate(self, samples):
         sources = [s for sample in samples for s in sample["segments"]]
         first_row = np.cumsum([0] + [len(s["segments"]) for s in samples])[:-1]
         docs = [{key: s[key] for key in ("sentence", "speaker", "segment", "genre", "gold_starts", "gold_ends",
                                           "gold_clusters", "cols")} | {"rows": s["rows"] + int(r), "id": s["id"]}
                 for s, r in zip(samples, first_row)]
-        return {"id": torch.tensor([s["id"] for s in samples]), "split": self.split,
-                "net_input": collate_inputs(sources, global_masks([cls_only(len(t)) for t in sources], self.global_classes),
-                                            self.dictionary.pad(), self.multiple),
-                "documents": docs, "nsentences": len(samples), "ntokens": sum(len(t) for t in sources)}
+        return self.batch(samples, sources, self.net_input(sources, [cls_only(len(t)) for t in sources]),
+                          split=self.split, documents=docs)
 
 
 @register_task("longformer_coref", dataclass=LongformerCorefConfig)
 class LongformerCorefTask(LongformerFinetuneTask):
     cfg: LongformerCorefConfig
     DEFAULT_GLOBAL_CLASSES = "cls"
+    FIELDS = ALIGNED = ("tokens",)
+    RECORDS, PREPARE = "coref", "ontonotes"
+    ITEMS = "documents"
+    CUTS_TO_FIT = True  # a document of any length is cut into segments that fit
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg, dictionary)
@@ -146,42 +146,23 @@ class LongformerCorefTask(LongformerFinetuneTask):
             raise UserInputError(f"--head-lr-multiplier must be positive, got {cfg.head_lr_multiplier}")
         self.predictions: Dict[str, Dict[int, list]] = {}  # split -> document index -> predicted word clusters
 
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        dictionary = cls.load_token_dictionary(os.path.join(cfg.data, "dict.txt"))
-        logger.info(f"dictionary: {len(dictionary)} types")
-        return cls(cfg, dictionary)
-
-    def load_dataset(self, split, combine=False, **kwargs):
-        from longformer_preprocessing.tasks.ontonotes import load_records
-
-        tokens = load_split(os.path.join(self.cfg.data, f"{split}.tokens"), self.dictionary)
-        records = load_records(os.path.join(self.cfg.data, f"{split}.coref.jsonl"))
-        if len(records) != len(tokens):
-            raise UserInputError(f"{self.cfg.data}: {split}.tokens has {len(tokens)} documents but {split}.coref.jsonl "
-                                 f"{len(records)}: prepare the folder again with longformer-prepare-task ontonotes")
-        self.datasets[split] = CorefDataset(split, tokens, records, self.dictionary, self.cfg.segment_length,
-                                            self.global_classes, self.cfg.pad_to_multiple,
-                                            shuffle=split == "train", seed=self.cfg.seed)
-        logger.info(f"{split}: {len(records)} documents, segments of {self.cfg.segment_length} subwords")
-        return self.datasets[split]
+    def build_dataset(self, split, fields, records):
+        logger.info(f"{split}: segments of {self.cfg.segment_length} subwords")
+        return CorefDataset(split, fields["tokens"], records, self.dictionary, self.cfg.segment_length,
+                            **self.batching(split))
 
     def add_head(self, model) -> None:
-        if HEAD not in model.span_heads:
+        if HEAD_NAME not in model.span_heads:
             cfg = self.cfg
-            model.span_heads[HEAD] = CorefHead(CorefHeadConfig(
+            model.span_heads[HEAD_NAME] = CorefHead(CorefHeadConfig(
                 embed_dim=model.args.encoder_embed_dim, max_width=cfg.coref_max_span_width,
                 ffnn_size=cfg.coref_ffnn_size, dropout=cfg.coref_dropout, max_antecedents=cfg.coref_max_antecedents,
                 max_segments=cfg.coref_max_segments, genres=len(GENRES) + 1))
         # fairseq's parameter-group tags (the composite optimizer's); compat reads lr_scale
         for name, p in model.named_parameters():
-            head = name.startswith(f"span_heads.{HEAD}.")
+            head = name.startswith(f"span_heads.{HEAD_NAME}.")
             p.param_group = "coref_head" if head else "encoder"
             p.optim_overrides = {"optimizer": {"lr_scale": self.cfg.head_lr_multiplier if head else 1.0}}
-
-    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
-        """Nothing to filter: a document of any length is cut into segments that fit."""
-        return indices
 
     def keep_prediction(self, split: str, index: int, clusters) -> None:
         if self.cfg.write_conll:
@@ -189,10 +170,6 @@ class LongformerCorefTask(LongformerFinetuneTask):
 
     def post_validate(self, model, stats, agg):
         """Write the validation's predictions (and the key) when --write-conll is set."""
-        from longformer_preprocessing.tasks.conll2012 import CorefDocument, write_document
-
-        from longformer_common.atomic import atomic_files
-
         for split, predicted in self.predictions.items():
             os.makedirs(self.cfg.write_conll, exist_ok=True)
             records = self.datasets[split].records

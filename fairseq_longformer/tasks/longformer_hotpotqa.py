@@ -15,9 +15,6 @@ with the ``--*-loss-weight`` flags; validation decodes the supporting facts from
 paragraphs (``--evidence-decoding``, ``criterions/hotpotqa_decoding.py``). Each example is one
 input: ``longformer-prepare-task hotpotqa --max-input-tokens`` cut it to fit (and counted the supporting facts it cut away).
 """
-import json
-import logging
-import os
 from dataclasses import dataclass, field
 from typing import List
 
@@ -27,14 +24,11 @@ from fairseq.data import Dictionary
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
-from ..criterions.hotpotqa_decoding import EVIDENCE_DECODINGS
-from ..models.heads import LongformerHotpotQAHead
+from ..models.heads import EVIDENCE_DECODINGS, LongformerHotpotQAHead
 from .finetune_base import (
-    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
+    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, first_offsets, join_pieces,
 )
 from .token_classes import CLS, QUESTION, SENTENCE, TITLE
-
-logger = logging.getLogger(__name__)
 
 MARKERS = ("[q]", "[/q]", "<t>", "</t>", "[s]")
 
@@ -52,11 +46,6 @@ class LongformerHotpotQAConfig(LongformerFinetuneConfig):
                                                     "the paper's) or every sentence above probability 1/2 (threshold)"})
 
 
-def _starts(counts) -> np.ndarray:
-    counts = np.asarray(counts, dtype=np.int64)
-    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(counts) else counts
-
-
 class HotpotQADataset(ExampleDataset):
     """Items: an example's input (N,) tokens and (N,) token classes, the positions of its ``<t>``
     and ``[s]`` markers, the input position of each of its sentence tokens, and its record."""
@@ -64,14 +53,13 @@ class HotpotQADataset(ExampleDataset):
     def __init__(self, questions, titles, sentences, records: List[dict], dictionary: Dictionary,
                  max_positions: int, global_classes, multiple: int, shuffle: bool, seed: int):
         self.questions, self.titles, self.sentences, self.records = questions, titles, sentences, records
-        self.dictionary, self.global_classes, self.multiple = dictionary, global_classes, multiple
         self.marker = {m: dictionary.index(m) for m in MARKERS}
         paragraphs = [len(r["paragraphs"]) for r in records]
         counts = [sum(n for _, n in r["paragraphs"]) for r in records]  # kept sentences per example
         if sum(paragraphs) != len(titles) or sum(counts) != len(sentences):
             raise ValueError(f"the side file names {sum(paragraphs)} paragraphs and {sum(counts)} sentences, "
                              f"the binaries hold {len(titles)} and {len(sentences)}")
-        self.first_title, self.first_sentence = _starts(paragraphs), _starts(counts)
+        self.first_title, self.first_sentence = first_offsets(paragraphs), first_offsets(counts)
         title_sizes, sentence_sizes = np.asarray(titles.sizes), np.asarray(sentences.sizes)
         sizes = np.array([4 + int(questions.sizes[i])  # <s> [q] q [/q] ... </s>
                           + int((title_sizes[self.first_title[i]:self.first_title[i] + paragraphs[i]] + 2).sum())
@@ -81,7 +69,7 @@ class HotpotQADataset(ExampleDataset):
             worst = int(np.argmax(sizes))
             raise ValueError(f"example {records[worst].get('id', worst)} has {int(sizes[worst])} tokens, more than "
                              f"--max-positions {max_positions}: prepare the data with --max-input-tokens {max_positions}")
-        super().__init__(sizes, shuffle, seed)
+        super().__init__(sizes, dictionary, global_classes, multiple, shuffle, seed)
 
     def __getitem__(self, index):
         d, m, record = self.dictionary, self.marker, self.records[index]
@@ -101,17 +89,13 @@ class HotpotQADataset(ExampleDataset):
                 sentences.append(at + len(words))
                 at, s = at + len(words) + 1, s + 1
         pieces.append(([d.eos()], 0))
-        tokens = torch.tensor([tok for piece, _ in pieces for tok in piece], dtype=torch.long)
-        classes = torch.tensor([cls for piece, cls in pieces for _ in piece], dtype=torch.long)
+        tokens, classes = join_pieces(pieces)
         return {"id": index, "tokens": tokens, "classes": classes, "titles": titles, "sentences": sentences,
                 "token_position": token_position, "record": record}
 
-    def collater(self, samples):
-        if not samples:
-            return {}
+    def collate(self, samples):
         sources = [s["tokens"] for s in samples]
-        net_input = collate_inputs(sources, global_masks([s["classes"] for s in samples], self.global_classes),
-                                   self.dictionary.pad(), self.multiple)
+        net_input = self.net_input(sources, [s["classes"] for s in samples])
         shape = net_input["src_tokens"].shape
         start_gold, end_gold = torch.zeros(shape, dtype=torch.bool), torch.zeros(shape, dtype=torch.bool)
         context_token = torch.full(shape, -1, dtype=torch.long)  # flat sentence-token index; -1: no word
@@ -120,18 +104,14 @@ class HotpotQADataset(ExampleDataset):
             context_token[row, positions] = torch.arange(len(positions))
             for first, last in s["record"]["spans"]:
                 start_gold[row, positions[first]] = end_gold[row, positions[last]] = True
-        batch = {
-            "id": torch.tensor([s["id"] for s in samples]),
-            "net_input": net_input,
-            "start_gold": start_gold,  # (B, N) every occurrence of a span answer
-            "end_gold": end_gold,
-            "has_span": start_gold.any(dim=1),  # (B,) rows with a span answer left in the input
-            "context_token": context_token,  # (B, N)
-            "type_target": torch.tensor([s["record"]["answer_type"] for s in samples]),  # (B,)
-            "records": [s["record"] for s in samples],
-            "nsentences": len(samples),
-            "ntokens": sum(len(t) for t in sources),
-        }
+        batch = self.batch(
+            samples, sources, net_input,
+            start_gold=start_gold,  # (B, N) every occurrence of a span answer
+            end_gold=end_gold,
+            has_span=start_gold.any(dim=1),  # (B,) rows with a span answer left in the input
+            context_token=context_token,  # (B, N)
+            type_target=torch.tensor([s["record"]["answer_type"] for s in samples]),  # (B,)
+            records=[s["record"] for s in samples])
         for kind, gold in (("paragraph", "support_paragraphs"), ("sentence", "support_sentences")):
             where = [s["titles" if kind == "paragraph" else "sentences"] for s in samples]
             width = max(1, max(len(w) for w in where))
@@ -150,35 +130,19 @@ class HotpotQADataset(ExampleDataset):
 class LongformerHotpotQATask(LongformerFinetuneTask):
     cfg: LongformerHotpotQAConfig
     DEFAULT_GLOBAL_CLASSES = "question,title,sentence"
+    MARKERS = MARKERS
+    FIELDS = ("question", "titles", "sentences")
+    ALIGNED = ("question",)  # the titles and sentences binaries hold several per example
+    RECORDS, PREPARE = "hotpot", "hotpotqa"
 
     def __init__(self, cfg, dictionary: Dictionary):
         super().__init__(cfg, dictionary)
         if cfg.max_answer_tokens < 1:
             raise ValueError(f"--max-answer-tokens must be >= 1, got {cfg.max_answer_tokens}")
 
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        dictionary = cls.load_token_dictionary(os.path.join(cfg.data, "dict.txt"))
-        for marker in MARKERS:  # after <mask>: a pretrained model's rows keep their ids
-            dictionary.add_symbol(marker)
-        logger.info(f"dictionary: {len(dictionary)} types (with {' '.join(MARKERS)})")
-        return cls(cfg, dictionary)
-
-    def load_dataset(self, split, combine=False, **kwargs):
-        prefix = os.path.join(self.cfg.data, split)
-        questions = load_split(prefix + ".question", self.dictionary)
-        titles = load_split(prefix + ".titles", self.dictionary)
-        sentences = load_split(prefix + ".sentences", self.dictionary)
-        with open(prefix + ".hotpot.jsonl", encoding="utf-8") as f:
-            records = [json.loads(line) for line in f]
-        if len(questions) != len(records):
-            raise ValueError(f"{split}: {len(questions)} questions, {len(records)} records")
-        self.datasets[split] = HotpotQADataset(
-            questions, titles, sentences, records, self.dictionary, self.cfg.max_positions, self.global_classes,
-            self.cfg.pad_to_multiple, shuffle=split == "train", seed=self.cfg.seed)
-        logger.info(f"{split}: {len(records)} examples")
-        return self.datasets[split]
+    def build_dataset(self, split, fields, records):
+        return HotpotQADataset(fields["question"], fields["titles"], fields["sentences"], records, self.dictionary,
+                               self.cfg.max_positions, **self.batching(split))
 
     def add_head(self, model) -> None:
-        if self.cfg.hotpotqa_head_name not in model.span_heads:
-            model.span_heads[self.cfg.hotpotqa_head_name] = LongformerHotpotQAHead(model.args.encoder_embed_dim)
+        self.add_span_head(model, self.cfg.hotpotqa_head_name, LongformerHotpotQAHead)

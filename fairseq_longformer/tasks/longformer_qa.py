@@ -18,9 +18,7 @@ the best span over all of the question's pages: TriviaQA's official Wikipedia ev
 questions, not question-page pairs. Data: ``{split}.question/.context`` binaries and
 ``{split}.qa.jsonl`` (answer texts, spans, the context's character offsets per token).
 """
-import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import List
 
@@ -29,10 +27,8 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.tasks import register_task
 
+from .finetune_base import ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask
 from .token_classes import CLS, QUESTION
-from .finetune_base import (
-    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -81,10 +77,12 @@ def question_classes(length: int, question_len: int) -> torch.Tensor:
 
 
 class QADataset(ExampleDataset):
+    """Items: the windows of one group of examples (``groups``: one example in training, one
+    question's pages in evaluation), each window ``<s> question </s></s> context piece </s>``."""
+
     def __init__(self, questions, contexts, records: List[dict], dictionary: Dictionary, cfg: LongformerQAConfig,
-                 shuffle: bool, groups: List[List[int]], global_classes=frozenset()):
-        self.global_classes = global_classes
-        self.questions, self.contexts, self.records, self.dictionary = questions, contexts, records, dictionary
+                 groups: List[List[int]], global_classes, multiple: int, shuffle: bool, seed: int):
+        self.questions, self.contexts, self.records = questions, contexts, records
         self.cfg, self.groups = cfg, groups
         q_lens = np.minimum(questions.sizes, cfg.max_question_tokens)
         prefix = q_lens + 3  # <s> question </s></s>
@@ -95,7 +93,8 @@ class QADataset(ExampleDataset):
         sizes = [sum(int(prefix[i]) + min(int(self.window[i]), int(contexts.sizes[i]) - s) + 1
                      for s in window_starts(int(contexts.sizes[i]), int(self.window[i]), cfg.doc_stride))
                  for i in range(len(records))]
-        super().__init__(np.array([sum(sizes[i] for i in group) for group in groups]), shuffle, cfg.seed)
+        super().__init__(np.array([sum(sizes[i] for i in group) for group in groups]), dictionary, global_classes,
+                         multiple, shuffle, seed)
 
     def __getitem__(self, index):
         """All windows of the group's examples (one example, or one question's pages)."""
@@ -121,9 +120,7 @@ class QADataset(ExampleDataset):
         return {"id": index, "windows": windows, "offsets": offsets, "prefix": len(head),
                 "question_len": len(question), "record": self.records[index]}
 
-    def collater(self, samples):
-        if not samples:
-            return {}
+    def collate(self, samples):
         sources, classes, example, prefix, offset, length, records = [], [], [], [], [], [], []
         for b, s in enumerate(samples):
             for w, off, record in zip(s["windows"], s["offsets"], s["records"]):
@@ -134,8 +131,7 @@ class QADataset(ExampleDataset):
                 offset.append(off)
                 length.append(len(w) - s["prefix"] - 1)
                 records.append(record)
-        net_input = collate_inputs(sources, global_masks(classes, self.global_classes),
-                                   self.dictionary.pad(), self.cfg.pad_to_multiple)
+        net_input = self.net_input(sources, classes)
         shape = net_input["src_tokens"].shape
         start_gold, end_gold = torch.zeros(shape, dtype=torch.bool), torch.zeros(shape, dtype=torch.bool)
         for row in range(len(sources)):
@@ -146,56 +142,34 @@ class QADataset(ExampleDataset):
                     end_gold[row, prefix[row] + last - offset[row]] = True
             if not start_gold[row].any():  # no answer in this window: point at <s>
                 start_gold[row, 0] = end_gold[row, 0] = True
-        return {
-            "id": torch.tensor([s["id"] for s in samples]),
-            "net_input": net_input,
-            "start_gold": start_gold,
-            "end_gold": end_gold,
-            "window_example": torch.tensor(example),
-            "window_prefix": torch.tensor(prefix),
-            "window_offset": torch.tensor(offset),
-            "window_length": torch.tensor(length),
-            "records": [s["records"][0] for s in samples],  # the answers every window of an item shares
-            "window_records": records,  # each window's own page (context, token characters)
-            "nsentences": len(samples),
-            "ntokens": sum(len(w) for w in sources),
-        }
+        return self.batch(
+            samples, sources, net_input, start_gold=start_gold, end_gold=end_gold,
+            window_example=torch.tensor(example), window_prefix=torch.tensor(prefix),
+            window_offset=torch.tensor(offset), window_length=torch.tensor(length),
+            records=[s["records"][0] for s in samples],  # the answers every window of an item shares
+            window_records=records)  # each window's own page (context, token characters)
 
 
 @register_task("longformer_qa", dataclass=LongformerQAConfig)
 class LongformerQATask(LongformerFinetuneTask):
     cfg: LongformerQAConfig
     DEFAULT_GLOBAL_CLASSES = "cls,question"
+    FIELDS = ALIGNED = ("question", "context")
+    RECORDS, PREPARE = "qa", "qa"
+    CUTS_TO_FIT = True  # an example's size counts all its windows, and each window fits
 
     def __init__(self, cfg, dictionary: Dictionary):
         super().__init__(cfg, dictionary)
         if cfg.doc_stride < 1 or cfg.max_answer_tokens < 1 or cfg.max_question_tokens < 1:
             raise ValueError("--doc-stride, --max-answer-tokens and --max-question-tokens must be >= 1")
 
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        dictionary = cls.load_token_dictionary(os.path.join(cfg.data, "dict.txt"))
-        return cls(cfg, dictionary)
-
-    def load_dataset(self, split, combine=False, **kwargs):
-        prefix = os.path.join(self.cfg.data, split)
-        questions = load_split(prefix + ".question", self.dictionary)
-        contexts = load_split(prefix + ".context", self.dictionary)
-        with open(prefix + ".qa.jsonl", encoding="utf-8") as f:
-            records = [json.loads(line) for line in f]
-        if not len(questions) == len(contexts) == len(records):
-            raise ValueError(f"{split}: {len(questions)} questions, {len(contexts)} contexts, {len(records)} records")
+    def build_dataset(self, split, fields, records):
         training = split == "train"
         groups = [[i] for i in range(len(records))] if training else group_by_question(records)
-        self.datasets[split] = QADataset(questions, contexts, records, self.dictionary, self.cfg,
-                                         shuffle=training, groups=groups, global_classes=self.global_classes)
-        logger.info(f"{split}: {len(records)} examples" + ("" if len(groups) == len(records) else
-                                                            f" of {len(groups)} questions, scored per question"))
-        return self.datasets[split]
+        if len(groups) != len(records):
+            logger.info(f"{split}: {len(records)} examples of {len(groups)} questions, scored per question")
+        return QADataset(fields["question"], fields["context"], records, self.dictionary, self.cfg, groups,
+                         **self.batching(split))
 
     def add_head(self, model) -> None:
         model.register_span_head(self.cfg.span_head_name)
-
-    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
-        """Nothing to filter: an example's size counts all its windows, and each window fits."""
-        return indices

@@ -10,9 +10,6 @@ prefix followed by the next piece of the supports; the criterion averages each c
 (the candidate head at its ``[ent]`` token) over an example's chunks (the paper's chunking). One
 dataset item is one example with all its chunks. Data: ``longformer-prepare-task wikihop``.
 """
-import json
-import logging
-import os
 from dataclasses import dataclass, field
 from typing import List
 
@@ -23,11 +20,9 @@ from fairseq.tasks import register_task
 
 from ..models.heads import LongformerCandidateHead
 from .finetune_base import (
-    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
+    ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, first_offsets, join_pieces,
 )
 from .token_classes import CANDIDATE, CLS, QUESTION
-
-logger = logging.getLogger(__name__)
 
 MARKERS = ("[q]", "[/q]", "[ent]", "[/ent]")
 
@@ -44,11 +39,9 @@ class WikiHopDataset(ExampleDataset):
     def __init__(self, questions, candidates, supports, records: List[dict], dictionary: Dictionary,
                  max_positions: int, global_classes, multiple: int, shuffle: bool, seed: int):
         self.questions, self.candidates, self.supports, self.records = questions, candidates, supports, records
-        self.dictionary, self.max_positions = dictionary, max_positions
-        self.global_classes, self.multiple = global_classes, multiple
         self.marker = {m: dictionary.index(m) for m in MARKERS}
         counts = np.array([r["candidates"] for r in records], dtype=np.int64)
-        self.first_candidate = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.first_candidate = first_offsets(counts)
         if counts.sum() != len(candidates):
             raise ValueError(f"the choices file names {counts.sum()} candidates, the binary holds {len(candidates)}")
         prefix = 4 + questions.sizes + np.array(  # <s> [q] q [/q] ... </s>
@@ -59,7 +52,7 @@ class WikiHopDataset(ExampleDataset):
             raise ValueError(f"example {records[worst].get('id', worst)}: question and candidates take "
                              f"{int(prefix[worst])} tokens, more than --max-positions {max_positions} allows")
         chunks = -(-supports.sizes // self.room)
-        super().__init__(chunks * prefix + supports.sizes, shuffle, seed)
+        super().__init__(chunks * prefix + supports.sizes, dictionary, global_classes, multiple, shuffle, seed)
 
     def prefix(self, index: int):
         """(tokens, classes, [ent] positions) of ``<s> [q] question [/q] ([ent] candidate [/ent])* </s>``."""
@@ -73,9 +66,7 @@ class WikiHopDataset(ExampleDataset):
             starts.append(at)
             at += len(piece)
         pieces.append(([d.eos()], 0))
-        tokens = torch.tensor([t for piece, _ in pieces for t in piece], dtype=torch.long)
-        classes = torch.tensor([cls for piece, cls in pieces for _ in piece], dtype=torch.long)
-        return tokens, classes, starts
+        return (*join_pieces(pieces), starts)
 
     def __getitem__(self, index):
         tokens, classes, starts = self.prefix(index)
@@ -85,9 +76,7 @@ class WikiHopDataset(ExampleDataset):
                   for s in range(0, len(supports), room)]
         return {"id": index, "chunks": chunks, "candidates": starts, "target": int(self.records[index]["answer"])}
 
-    def collater(self, samples):
-        if not samples:
-            return {}
+    def collate(self, samples):
         sources = [tokens for s in samples for tokens, _ in s["chunks"]]
         classes = [cls for s in samples for _, cls in s["chunks"]]
         width = max(len(s["candidates"]) for s in samples)
@@ -100,51 +89,27 @@ class WikiHopDataset(ExampleDataset):
                 positions[row, :len(s["candidates"])] = torch.tensor(s["candidates"])
                 example.append(b)
                 row += 1
-        return {
-            "id": torch.tensor([s["id"] for s in samples]),
-            "net_input": collate_inputs(sources, global_masks(classes, self.global_classes),
-                                        self.dictionary.pad(), self.multiple),
-            "candidate_positions": positions,  # (R, K) [ent] position of each candidate in each chunk
-            "candidate_valid": valid,  # (B, K) False where an example has fewer than K candidates
-            "chunk_example": torch.tensor(example),  # (R,) the example each chunk belongs to
-            "target": torch.tensor([s["target"] for s in samples]),
-            "nsentences": len(samples),
-            "ntokens": sum(len(t) for t in sources),
-        }
+        return self.batch(
+            samples, sources, self.net_input(sources, classes),
+            candidate_positions=positions,  # (R, K) [ent] position of each candidate in each chunk
+            candidate_valid=valid,  # (B, K) False where an example has fewer than K candidates
+            chunk_example=torch.tensor(example),  # (R,) the example each chunk belongs to
+            target=torch.tensor([s["target"] for s in samples]))
 
 
 @register_task("longformer_wikihop", dataclass=LongformerWikiHopConfig)
 class LongformerWikiHopTask(LongformerFinetuneTask):
     cfg: LongformerWikiHopConfig
     DEFAULT_GLOBAL_CLASSES = "question,candidate"
+    MARKERS = MARKERS
+    FIELDS = ("question", "candidates", "supports")
+    ALIGNED = ("question", "supports")  # the candidates binary holds all of them, several per example
+    RECORDS, PREPARE = "choices", "wikihop"
+    CUTS_TO_FIT = True  # an example's size counts all its chunks, and each chunk fits
 
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        dictionary = cls.load_token_dictionary(os.path.join(cfg.data, "dict.txt"))
-        for marker in MARKERS:  # after <mask>: a pretrained model's rows keep their ids
-            dictionary.add_symbol(marker)
-        logger.info(f"dictionary: {len(dictionary)} types (with {' '.join(MARKERS)})")
-        return cls(cfg, dictionary)
-
-    def load_dataset(self, split, combine=False, **kwargs):
-        prefix = os.path.join(self.cfg.data, split)
-        questions = load_split(prefix + ".question", self.dictionary)
-        candidates = load_split(prefix + ".candidates", self.dictionary)
-        supports = load_split(prefix + ".supports", self.dictionary)
-        with open(prefix + ".choices.jsonl", encoding="utf-8") as f:
-            records = [json.loads(line) for line in f]
-        if not len(questions) == len(supports) == len(records):
-            raise ValueError(f"{split}: {len(questions)} questions, {len(supports)} supports, {len(records)} records")
-        self.datasets[split] = WikiHopDataset(
-            questions, candidates, supports, records, self.dictionary, self.cfg.max_positions, self.global_classes,
-            self.cfg.pad_to_multiple, shuffle=split == "train", seed=self.cfg.seed)
-        logger.info(f"{split}: {len(records)} examples")
-        return self.datasets[split]
+    def build_dataset(self, split, fields, records):
+        return WikiHopDataset(fields["question"], fields["candidates"], fields["supports"], records, self.dictionary,
+                              self.cfg.max_positions, **self.batching(split))
 
     def add_head(self, model) -> None:
-        if self.cfg.candidate_head_name not in model.span_heads:
-            model.span_heads[self.cfg.candidate_head_name] = LongformerCandidateHead(model.args.encoder_embed_dim)
-
-    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
-        """Nothing to filter: an example's size counts all its chunks, and each chunk fits."""
-        return indices
+        self.add_span_head(model, self.cfg.candidate_head_name, LongformerCandidateHead)

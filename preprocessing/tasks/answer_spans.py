@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import bisect
 import re
-import string
 from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ..evaluation.answers import triviaqa_normalize
+
 _WORD = re.compile(r"\S+")
-# TriviaQA's evaluation (triviaqa_evaluation.py) treats these as punctuation besides ASCII's
-_PUNCTUATION = set(string.punctuation) | {"\u2018", "\u2019", "\u00b4", "`"}
-_PUNCTUATION_TO_SPACE = {ord(ch): " " for ch in _PUNCTUATION}
-_ARTICLES = {"a", "an", "the"}
 
 Span = Tuple[int, int]
 
@@ -64,23 +61,16 @@ def text_occurrences(context: str, spans: Sequence[Span], answers: Iterable[Tupl
     return sorted(found)
 
 
-def normalize_answer(text: str) -> str:
-    """TriviaQA's answer normalization (its triviaqa_evaluation.py): underscores and punctuation
-    to spaces, lower case, articles removed, whitespace collapsed."""
-    text = text.replace("_", " ").lower().translate(_PUNCTUATION_TO_SPACE)
-    return " ".join(word for word in text.split() if word not in _ARTICLES)
-
-
 def alias_occurrences(spans_text: Sequence[str], aliases: Iterable[str]) -> List[Span]:
     """Word spans of every occurrence of every alias in the words ``spans_text`` (the context's
-    whitespace words), both sides normalized by ``normalize_answer``."""
+    whitespace words), both sides normalized by ``triviaqa_normalize``."""
     stream: List[str] = []  # normalized tokens of the context
     owner: List[int] = []  # the context word each normalized token comes from
     normalized: Dict[str, List[str]] = {}  # a page repeats its words: normalize each once
     for index, word in enumerate(spans_text):
         tokens = normalized.get(word)
         if tokens is None:
-            tokens = normalized[word] = normalize_answer(word).split()
+            tokens = normalized[word] = triviaqa_normalize(word).split()
         for token in tokens:
             stream.append(token)
             owner.append(index)
@@ -89,7 +79,7 @@ def alias_occurrences(spans_text: Sequence[str], aliases: Iterable[str]) -> List
         where[token].append(position)
     found = set()
     for alias in aliases:
-        tokens = normalize_answer(alias).split()
+        tokens = triviaqa_normalize(alias).split()
         if not tokens:
             continue
         m = len(tokens)

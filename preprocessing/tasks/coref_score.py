@@ -18,7 +18,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .conll2012 import OUTSIDE, CorefDocument, read_documents
-from .coref_metrics import CONLL_METRICS, MAX_REPEATED, METRICS, Counts, TooManyRepeatedMentions, conll_f1, \
+from ..evaluation.coref import CONLL_METRICS, MAX_REPEATED, METRICS, Counts, TooManyRepeatedMentions, conll_f1, \
     score_documents
 
 PROG = "longformer-coref-score"
@@ -58,7 +58,7 @@ def _read(role: str, path: str) -> Dict[str, CorefDocument]:
 
 
 def score_files(key_path: str, response_path: str) -> Dict[str, Counts]:
-    """Counts of every metric (``coref_metrics.score_documents``), or exit with one line."""
+    """Counts of every metric (``evaluation.coref.score_documents``), or exit with one line."""
     keys, responses = _read("KEY", key_path), _read("RESPONSE", response_path)
     common = [k for k in keys if k in responses]
     if not common:

@@ -20,7 +20,8 @@ import json
 import os
 from typing import Iterator, Optional, Union
 
-from .answer_spans import alias_occurrences, normalize_answer, words_of
+from ..evaluation.answers import triviaqa_normalize
+from .answer_spans import alias_occurrences, words_of
 from .examples import QA, BadExample
 
 
@@ -61,7 +62,7 @@ def _aliases(answer) -> list:
     if not isinstance(answer, dict):
         raise BadExample("question without 'Answer'")
     aliases = [a for a in answer.get("NormalizedAliases") or [] if isinstance(a, str) and a.strip()]
-    aliases += [normalize_answer(a) for a in answer.get("Aliases") or [] if isinstance(a, str)]
+    aliases += [triviaqa_normalize(a) for a in answer.get("Aliases") or [] if isinstance(a, str)]
     aliases = sorted({a for a in aliases if a})
     if not aliases:
         raise BadExample("answer without aliases")

@@ -79,7 +79,7 @@ def write_hyperpartisan(root: Path, count: int, seed: int) -> Dict[str, object]:
 
 def trivia_datum(question_id: str, question: str, value: str, aliases: List[str], pages: List[str]) -> dict:
     """One ``Data`` item as TriviaQA publishes it (Wikipedia setting)."""
-    from longformer_preprocessing.tasks.answer_spans import normalize_answer
+    from longformer_preprocessing.evaluation.answers import triviaqa_normalize as normalize_answer
 
     return {"Answer": {"Aliases": aliases, "MatchedWikiEntityName": value,
                        "NormalizedAliases": sorted({normalize_answer(a) for a in aliases}),

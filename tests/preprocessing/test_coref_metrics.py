@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from longformer_preprocessing.tasks.assignment import max_weight_matching
-from longformer_preprocessing.tasks.coref_metrics import conll_f1, score_documents
+from longformer_preprocessing.evaluation.assignment import max_weight_matching
+from longformer_preprocessing.evaluation.coref import conll_f1, score_documents
 from longformer_preprocessing.tasks.coref_score import main, rpf_line
 
 CASES_DIR = os.path.join(os.path.dirname(__file__), "coref_scorer_cases")
@@ -129,7 +129,7 @@ def test_alignment_is_optimal_against_brute_force():
 
 
 def test_rpf_line_cuts_percentages_as_perl_int():
-    from longformer_preprocessing.tasks.coref_metrics import Counts
+    from longformer_preprocessing.evaluation.coref import Counts
     assert rpf_line(Counts(2, 3, 1, 1)) == "Recall: (2 / 3) 66.66%\tPrecision: (1 / 1) 100%\tF1: 80%"
 
 

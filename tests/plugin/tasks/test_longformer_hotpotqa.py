@@ -14,9 +14,9 @@ from tests.support.hotpotqa_data import BAD, MAX_INPUT_TOKENS, hotpotqa_data  # 
 from tests.support.device import fp32_or_bf16_flag
 from tests.support.training import FAIRSEQ_TRAIN, run_logged, train_inner
 
-from fairseq_longformer.criterions.longformer_qa import normalize_answer
 from fairseq_longformer.models.heads import LongformerHotpotQAHead
 from fairseq_longformer.tasks.token_classes import CLS, QUESTION, SENTENCE, TITLE
+from longformer_preprocessing.evaluation.answers import squad_normalize as normalize_answer
 
 METRICS = ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")
 

@@ -4,9 +4,8 @@ import math
 
 import torch
 
-from fairseq_longformer.criterions.longformer_qa import (
-    LongformerQACriterion, best_window_spans, exact_match, f1_score,
-)
+from fairseq_longformer.criterions.longformer_qa import LongformerQACriterion, best_window_spans
+from longformer_preprocessing.evaluation.answers import exact_match, f1_score
 
 
 def test_squad_normalisation():

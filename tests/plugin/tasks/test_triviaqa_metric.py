@@ -5,8 +5,9 @@ import math
 
 import torch
 
-from fairseq_longformer.criterions.longformer_qa import LongformerQACriterion, exact_match, f1_score
-from longformer_preprocessing.tasks.answer_spans import normalize_answer
+from fairseq_longformer.criterions.longformer_qa import LongformerQACriterion
+from longformer_preprocessing.evaluation.answers import exact_match, f1_score
+from longformer_preprocessing.evaluation.answers import triviaqa_normalize as normalize_answer
 
 TRIVIA = normalize_answer
 

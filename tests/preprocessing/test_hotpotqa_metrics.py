@@ -2,7 +2,7 @@
 hand for each case."""
 import pytest
 
-from fairseq_longformer.criterions.hotpotqa_metrics import (
+from longformer_preprocessing.evaluation.hotpotqa import (
     Scores, answer_scores, example_scores, joint_scores, supporting_scores,
 )
 

@@ -10,10 +10,9 @@ example; the corpus score is their mean over examples.
 - Joint: precision = answer precision x supporting precision, recall likewise, F1 from those two;
   exact match = answer EM x supporting EM.
 """
-import collections
 from typing import Iterable, NamedTuple, Sequence, Tuple
 
-from .longformer_qa import normalize_answer  # SQuAD v1.1's, which the official script copies
+from .answers import harmonic_f1, squad_normalize, word_overlap  # squad: the official script copies it
 
 YES_NO = ("yes", "no", "noanswer")
 
@@ -25,21 +24,13 @@ class Scores(NamedTuple):
     recall: float
 
 
-def _f1(precision: float, recall: float) -> float:
-    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-
-
 def answer_scores(prediction: str, gold: str) -> Scores:
-    predicted, wanted = normalize_answer(prediction), normalize_answer(gold)
+    predicted, wanted = squad_normalize(prediction), squad_normalize(gold)
     em = float(predicted == wanted)
     if (predicted in YES_NO or wanted in YES_NO) and predicted != wanted:
         return Scores(em, 0.0, 0.0, 0.0)
-    p_words, g_words = predicted.split(), wanted.split()
-    common = sum((collections.Counter(p_words) & collections.Counter(g_words)).values())
-    if common == 0:
-        return Scores(em, 0.0, 0.0, 0.0)
-    precision, recall = common / len(p_words), common / len(g_words)
-    return Scores(em, _f1(precision, recall), precision, recall)
+    precision, recall = word_overlap(predicted.split(), wanted.split())
+    return Scores(em, harmonic_f1(precision, recall), precision, recall)
 
 
 def supporting_scores(predicted: Iterable[Sequence], gold: Iterable[Sequence]) -> Scores:
@@ -49,12 +40,12 @@ def supporting_scores(predicted: Iterable[Sequence], gold: Iterable[Sequence]) -
     fp, fn = len(got) - tp, len(wanted) - tp
     precision = tp / (tp + fp) if tp + fp > 0 else 0.0
     recall = tp / (tp + fn) if tp + fn > 0 else 0.0
-    return Scores(float(fp + fn == 0), _f1(precision, recall), precision, recall)
+    return Scores(float(fp + fn == 0), harmonic_f1(precision, recall), precision, recall)
 
 
 def joint_scores(answer: Scores, supporting: Scores) -> Scores:
     precision, recall = answer.precision * supporting.precision, answer.recall * supporting.recall
-    return Scores(answer.em * supporting.em, _f1(precision, recall), precision, recall)
+    return Scores(answer.em * supporting.em, harmonic_f1(precision, recall), precision, recall)
 
 
 def example_scores(prediction: str, gold: str, predicted_facts, gold_facts) -> Tuple[Scores, Scores, Scores]:
