@@ -16,12 +16,10 @@ Error measure: ||x - x_ref|| / ||x_ref|| over the outputs at non-padding positio
 all parameter gradients together, x_ref from CPU fp32. Tolerance: 20 unit roundoffs of the
 arithmetic (bf16 2^-8; fp16 2^-11; fp32 on CUDA 2^-11 as well: Triton's fp32 dots use tf32).
 """
-import argparse
 import copy
 import os
 import re
 import sys
-import types
 
 import pytest
 import torch
@@ -30,6 +28,7 @@ from tests.conftest import TINY_MODEL_ARGS
 from tests.plugin.conversion.test_hf import fairseq_logits, global_mask, hf_logits, padded_batch
 from tests.support.charlm import CharTask, build_lm, characters
 from tests.support.device import device
+from tests.support.registry_models import TINY_ENCODER, TINY_LED, build_registered, word_dictionary
 from tests.support.training import BIN, FAIRSEQ_TRAIN, devices_trained_on, free_port, run_logged, train_inner
 
 pytestmark = pytest.mark.device
@@ -42,38 +41,11 @@ def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got.double().cpu() - want.double()).norm() / want.double().norm())
 
 
-def _dictionary(words=60):
-    from fairseq.data import Dictionary
-
-    dictionary = Dictionary()
-    for i in range(words):
-        dictionary.add_symbol(f"w{i}")
-    dictionary.add_symbol("<mask>")
-    return dictionary
-
-
-def _build(arch: str, dictionary, **sizes):
-    """A model of the registered ``arch`` built through fairseq's registries, dropout 0, seed 0."""
-    import fairseq_longformer  # noqa: F401  (registers the plugin's architectures)
-    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
-
-    args = argparse.Namespace(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, **sizes)
-    ARCH_CONFIG_REGISTRY[arch](args)
-    task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None,
-                                 max_positions=lambda: 128)
-    torch.manual_seed(0)
-    return ARCH_MODEL_REGISTRY[arch].build_model(args, task)
-
-
-ENCODER = dict(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_attention_heads=4,
-               attention_window="4", max_positions=128)
-
-
 def _encoder_family(head: str):
     """(model, inputs, forward) of longformer_base with ``head``: the LM head, a classification
     head or a span head; row 1 padded, different global tokens per row (none for the LM)."""
-    dictionary = _dictionary()
-    model = _build("longformer_base", dictionary, **ENCODER)
+    dictionary = word_dictionary()
+    model = build_registered("longformer_base", dictionary, **TINY_ENCODER)
     model.register_classification_head("c", num_classes=3)
     model.register_span_head("s")
     src = padded_batch(dictionary, [45, 30])
@@ -95,11 +67,8 @@ def _charlm_family():
 
 def _led_family():
     """LED: the encoder's first token global (its default), a one-layer decoder."""
-    dictionary = _dictionary()
-    model = _build("led_base", dictionary, encoder_layers=2, decoder_layers=1, encoder_embed_dim=32,
-                   decoder_embed_dim=32, encoder_ffn_embed_dim=64, decoder_ffn_embed_dim=64,
-                   encoder_attention_heads=4, decoder_attention_heads=4, attention_window="4",
-                   max_source_positions=64, max_target_positions=32, task="translation")
+    dictionary = word_dictionary()
+    model = build_registered("led_base", dictionary, **TINY_LED)
     src = padded_batch(dictionary, [50, 33])
     prev = padded_batch(dictionary, [12, 12], seed=2)
     return model, {"src": src, "lengths": src.ne(dictionary.pad()).sum(1), "prev": prev}, \
