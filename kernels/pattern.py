@@ -81,7 +81,7 @@ class AttentionMasks:
         token is global. Global flags on padding positions are dropped (padding wins).
     max_global_tokens: None, or an int the caller knows on the host (a collater, while it
         batches) that bounds every row's global count: G is then this bound (at most N) instead
-        of the largest count read from the device, so building the masks syncs nothing and a
+        of the largest count read from the device: the global tokens cost no host sync, and a
         compiled graph does not break here. A row with more global tokens is an error (checked
         on the device, without a sync: on a GPU it surfaces as a device-side assert).
     Derived (None / 0 without global tokens):
