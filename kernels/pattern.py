@@ -172,11 +172,13 @@ class AttentionMasks:
             rows = self.global_rows
             return out.index_put((rows, self.global_positions), values[rows, self.global_slots])
         # Under a static bound K is unknown: all B * G slots are added into a copy of out with
-        # the global rows cleared (the one copy), each unused slot adding an exact zero (to its
-        # row's position 0, whatever it holds, and taking no gradient).
+        # the global rows cleared (the one copy, in out's memory layout as index_put's: the
+        # layers' matmuls then round alike), each unused slot adding an exact zero (to its row's
+        # position 0, whatever it holds, and taking no gradient).
         trailing = (1,) * (out.dim() - 2)
         values = values.masked_fill(~self.global_slot_used.view(*self.global_slot_used.shape, *trailing), 0)
-        cleared = out.masked_fill(self.is_global.view(*self.is_global.shape, *trailing), 0)
+        cleared = out.clone(memory_format=torch.preserve_format)
+        cleared.masked_fill_(self.is_global.view(*self.is_global.shape, *trailing), 0)
         rows = torch.arange(out.shape[0], device=out.device)[:, None].expand_as(self.global_index)
         return cleared.index_put_((rows, self.global_index), values, accumulate=True)
 
