@@ -102,11 +102,23 @@ def page(saved: dict) -> str:
                 "models predict no links at all), so this table cannot tell the two readings apart; it "
                 "needs more updates than the shared CPU allowed (see the arguments)."]
                if all(per[s] == 0 for row in ROWS for per in results[row].values() for s in SUBSETS) else []), "",
-             f"Machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, load average at "
+             f"Machine: {machine_text(saved.get('machine'))}, load average at "
              f"the end of training {'not recorded' if load is None else f'{load:.1f}'} (a machine shared with "
              f"other jobs); total {seconds:.0f} s. Measured on commit {saved['commit']}, {saved['date']}.", "",
              regenerate_note(MODULE, ["--write-docs"])]
     return "\n".join(lines) + "\n"
+
+
+def machine() -> dict:
+    """The machine of this run, stored in its JSON: the page renders what the run recorded."""
+    return {"machine": platform.machine(), "processor": platform.processor() or "", "cpus": os.cpu_count()}
+
+
+def machine_text(recorded) -> str:
+    """The run's machine as stored, or "not recorded" (runs before it was stored)."""
+    if not recorded:
+        return "not recorded by the run"
+    return f"{recorded['machine']} {recorded['processor']}".strip() + f", {recorded['cpus']} CPUs"
 
 
 def commit() -> str:
@@ -140,7 +152,7 @@ def main(argv=None) -> int:
         results = {row: {str(seed): train_one(a, data, row, seed, a.work) for seed in a.seeds} for row in ROWS}
         splits = stats["splits"]
         saved = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0],
+                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0], "machine": machine(),
                  "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]},
                  "commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
     text = page(saved)
