@@ -8,9 +8,10 @@ unless ``--allow-load`` was given; then its page opens with ``load_banner``. The
 and at the end is stored in the JSON and printed on the page either way.
 """
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Union
 
 QUIET_LOAD = 1.0
 POLL_S = 10.0
@@ -42,7 +43,7 @@ def wait_for_quiet(max_wait_s: float, threshold: float = QUIET_LOAD, *, poll_s: 
 
 def _first(value: Load) -> Optional[float]:
     """The 1-minute figure of a stored load: a float, or os.getloadavg()'s (1, 5, 15) triple."""
-    if value is None:
+    if value is None or (isinstance(value, (list, tuple)) and not value):
         return None
     return float(value[0]) if isinstance(value, (list, tuple)) else float(value)
 
@@ -85,3 +86,29 @@ def refusal(program: str, load: Optional[float], waited_s: float, threshold: flo
     return (f"{program}: error: the 1-minute load average is {load:.1f} after waiting up to {waited_s:g} s "
             f"(quiet is {threshold:g} or less): nothing written to docs/results/; measure on a quiet "
             "machine, or pass --allow-load to write the page with a 'measured under load' banner")
+
+
+def add_load_arguments(parser, default_wait_s: float = 600.0) -> None:
+    """Add --load-wait and --allow-load (an argparse parser): the rule above, for a command that
+    may write into docs/results/."""
+    parser.add_argument("--load-wait", type=float, default=default_wait_s,
+                        help="when writing into docs/results/: first wait up to this many seconds for the "
+                             f"1-minute load average to fall to {QUIET_LOAD:g} (default {default_wait_s:g})")
+    parser.add_argument("--allow-load", action="store_true",
+                        help="write into docs/results/ even when the load is still above "
+                             f"{QUIET_LOAD:g} after the wait; the page then opens with 'Measured under load N'")
+
+
+def load_at_start(program: str, destinations: Iterable[Optional[str]], max_wait_s: float,
+                  allow_load: bool) -> Optional[List[float]]:
+    """The load average (1, 5, 15 min) at the start of a measurement ([] where the system has
+    none), after the quiet wait when any of ``destinations`` lies in docs/results/; None, with
+    the one-line refusal printed on stderr, when the machine stayed busy and ``allow_load`` is
+    false (the caller exits 2)."""
+    if writes_results(destinations):
+        load = wait_for_quiet(max_wait_s)
+        message = refusal(program, load, max_wait_s)
+        if message and not allow_load:
+            print(message, file=sys.stderr)
+            return None
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []  # []: none here

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from longformer_common import quiet
 from longformer_experiments.coref_small.documents import verses, write_split
 from longformer_experiments.runner import (KJV, PLUGIN, REPO, compare, markdown_table, ordering_verdict,
                                            regenerate_note, run, summarize)
@@ -84,7 +85,8 @@ def page(saved: dict) -> str:
     checks = {"whole above segmented on far documents": compare(whole["valid_far"], seg["valid_far"], len(a.seeds), False)}
     near = compare(whole["valid"], seg["valid"], len(a.seeds), False)
     tokens = saved["tokens"]
-    lines = ["# Coreference in small: whole document against 512-subword segments", "",
+    banner = quiet.load_banner(saved.get("load_start"), load)
+    lines = ["# Coreference in small: whole document against 512-subword segments", "", *([banner, ""] if banner else []),
              f"KJV verses with 3 inserted entities of {a.mentions} mentions each (`NAME the ROLE`, then `NAME` or "
              f"`the ROLE`; experiments/coref_small/documents.py). Train: {a.train_docs} documents, half near (next "
              f"mention 8-64 words on), half far (540-640 words on, beyond a 512-subword segment); valid: "
@@ -142,7 +144,13 @@ def main(argv=None) -> int:
     p.add_argument("--write-docs", action="store_true", help="write docs/results/coref_small.{md,json}")
     p.add_argument("--render-only", action="store_true",
                    help="re-render the table from docs/results/coref_small.json and --work's data (no training)")
+    quiet.add_load_arguments(p)
     a = p.parse_args(argv)
+    load_start = quiet.load_at_start(f"python -m {MODULE}", [str(REPO / "docs" / "results")
+                                                            if a.write_docs and not a.render_only else None],
+                                     a.load_wait, a.allow_load)
+    if load_start is None:
+        return 2  # refused: the machine stayed busy (the line is printed)
     start = time.time()
     data = prepare(a, a.work)
     stats = json.loads((data / "stats.json").read_text())
@@ -152,7 +160,7 @@ def main(argv=None) -> int:
         results = {row: {str(seed): train_one(a, data, row, seed, a.work) for seed in a.seeds} for row in ROWS}
         splits = stats["splits"]
         saved = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0], "machine": machine(),
+                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0], "load_start": load_start, "machine": machine(),
                  "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]},
                  "commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
     text = page(saved)

@@ -51,7 +51,7 @@ def _args(out_dir, markdown=None, allow_load=False):
 
 
 def test_a_bench_refuses_docs_results_under_load(monkeypatch, capsys):
-    monkeypatch.setattr(bench_args, "wait_for_quiet", lambda max_wait_s: 3.0)
+    monkeypatch.setattr(quiet, "wait_for_quiet", lambda max_wait_s: 3.0)
     assert bench_args.load_at_start(_args(quiet.RESULTS), "longformer-bench") is None
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("longformer-bench: error: the 1-minute load average is 3.0")
@@ -62,12 +62,12 @@ def test_a_bench_elsewhere_neither_waits_nor_refuses(monkeypatch, tmp_path):
     def never(max_wait_s):
         raise AssertionError("waited for a run outside docs/results/")
 
-    monkeypatch.setattr(bench_args, "wait_for_quiet", never)
+    monkeypatch.setattr(quiet, "wait_for_quiet", never)
     assert len(bench_args.load_at_start(_args(tmp_path, markdown=str(tmp_path / "p.md")), "longformer-bench")) == 3
 
 
 def test_a_markdown_page_into_docs_results_counts(monkeypatch):
-    monkeypatch.setattr(bench_args, "wait_for_quiet", lambda max_wait_s: 5.0)
+    monkeypatch.setattr(quiet, "wait_for_quiet", lambda max_wait_s: 5.0)
     assert bench_args.load_at_start(_args("bench", markdown=str(quiet.RESULTS / "x.md")), "p") is None
 
 

@@ -13,7 +13,7 @@ from ..bench.measure import MEMORY_HELP
 from ..bench.ratios import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
 from ..bench.workers import default_memory_limit_mb
 from longformer_common.provenance import provenance
-from longformer_common.quiet import QUIET_LOAD, refusal, wait_for_quiet, writes_results
+from longformer_common import quiet
 
 
 def int_list(text: str):
@@ -50,31 +50,14 @@ def add_run_arguments(parser, *, unit: str, lengths, lengths_help: str, repeats:
                         help="cores of other work below which the machine counts as quiet (default 0.5)")
     parser.add_argument("--out-dir", default="bench", help=f"the folder for {files} (default bench/)")
     parser.add_argument("--name", default=name, help=name_help or f"file name stem (default {name})")
-    add_load_arguments(parser)
-
-
-def add_load_arguments(parser) -> None:
-    """Add --load-wait and --allow-load: the rule of ``longformer_common.quiet`` for a run that
-    writes into docs/results/."""
-    parser.add_argument("--load-wait", type=float, default=600.0,
-                        help="when writing into docs/results/: first wait up to this many seconds for the "
-                             f"1-minute load average to fall to {QUIET_LOAD:g} (default 600)")
-    parser.add_argument("--allow-load", action="store_true",
-                        help="write into docs/results/ even when the load is still above "
-                             f"{QUIET_LOAD:g} after the wait; the page then opens with 'Measured under load N'")
+    quiet.add_load_arguments(parser)
 
 
 def load_at_start(args, program: str):
-    """The load average (1, 5, 15 min) at the start of a run, after the quiet wait when the run
-    writes into docs/results/ (--out-dir or --markdown there); None, with the one-line refusal
-    printed, when the machine stayed busy and --allow-load was not given (the caller exits 2)."""
-    if writes_results([args.out_dir, getattr(args, "markdown", None)]):
-        load = wait_for_quiet(args.load_wait)
-        message = refusal(program, load, args.load_wait)
-        if message and not args.allow_load:
-            print(message, file=sys.stderr)
-            return None
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else [float("nan")] * 3
+    """The load average at the start of a run (``longformer_common.quiet.load_at_start``): after
+    the quiet wait when --out-dir or --markdown is in docs/results/; None after the refusal."""
+    return quiet.load_at_start(program, [args.out_dir, getattr(args, "markdown", None)], args.load_wait,
+                               args.allow_load)
 
 
 def add_page_arguments(parser, redraws: str = "") -> None:
