@@ -31,7 +31,7 @@ def checkpoint_converter_parser(prog: str, description: str, kind: str) -> argpa
 
 
 def add_trust_flag(parser: argparse.ArgumentParser) -> None:
-    """``--trust-checkpoint``: see fairseq_longformer/checkpoints.py (imported only when run)."""
+    """``--trust-checkpoint``: see fairseq_longformer/runtime/checkpoints.py (imported only when run)."""
     parser.add_argument("--trust-checkpoint", action="store_true",
                         help="load a checkpoint that holds types other than tensors and fairseq's "
                              "configuration (runs code from the file: only for files you trust)")
@@ -42,7 +42,7 @@ def run_converter(prog: str, convert: Callable[[], object], trust: bool = False)
     line ``PROG: error: ...`` on stderr; ``trust`` is the run's --trust-checkpoint. Returns the
     result, or None after an error (exit 2)."""
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
-    from ..checkpoints import trust_checkpoints
+    from ..runtime.checkpoints import trust_checkpoints
 
     try:
         with trust_checkpoints(trust):

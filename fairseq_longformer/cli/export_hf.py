@@ -55,7 +55,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from longformer_common.atomic import check_output_dir
-    from ..checkpoints import trust_checkpoints
+    from ..runtime.checkpoints import trust_checkpoints
 
     inputs = [args.checkpoint, args.dict_path, args.label_dict_path, args.gpt2_encoder_json, args.gpt2_vocab_bpe,
               args.sentencepiece_model, args.hf_tokenizer]

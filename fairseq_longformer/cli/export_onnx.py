@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from ..checkpoints import trust_checkpoints
+    from ..runtime.checkpoints import trust_checkpoints
     from . import run_converter
 
     def convert():

@@ -79,7 +79,7 @@ class LongformerFinetuneTask(FairseqTask):
         # batch_size (4096) to match target batch_size (8)") after fairseq wrote a crash.pt.
         task, criterion = self.cfg._name, getattr(cfg, "_name", None)
         if criterion != task:
-            from ..user_errors import UserInputError
+            from ..runtime.errors import UserInputError
 
             raise UserInputError(f"--task {task} trains with --criterion {task} only, got --criterion {criterion}: "
                                  f"pass --criterion {task}")

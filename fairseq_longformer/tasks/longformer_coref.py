@@ -14,7 +14,7 @@ inside (else at a word end), as mandarjoshi90/coref's ``minimize.py`` cuts them.
 
 Two learning rates: the head's parameters carry fairseq's ``param_group``/``optim_overrides``
 (``lr_scale`` = ``--head-lr-multiplier``, 10 by default: the paper's encoder 1e-5 against task
-1e-4), which ``compat._per_group_learning_rates`` turns into a second torch parameter group whose
+1e-4), which ``training.lr_groups`` turns into a second torch parameter group whose
 rate follows the same schedule scaled.
 
 ``--write-conll DIR``: after each validation, ``DIR/{split}.response_conll`` (the predicted
@@ -31,7 +31,7 @@ import torch
 from fairseq.tasks import register_task
 
 from ..models.coref_head import GENRES, CorefHead, CorefHeadConfig
-from ..user_errors import UserInputError
+from ..runtime.errors import UserInputError
 from .finetune_base import (
     ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, collate_inputs, global_masks, load_split,
 )
@@ -173,7 +173,7 @@ class LongformerCorefTask(LongformerFinetuneTask):
                 embed_dim=model.args.encoder_embed_dim, max_width=cfg.coref_max_span_width,
                 ffnn_size=cfg.coref_ffnn_size, dropout=cfg.coref_dropout, max_antecedents=cfg.coref_max_antecedents,
                 max_segments=cfg.coref_max_segments, genres=len(GENRES) + 1))
-        # fairseq's parameter-group tags (the composite optimizer's); compat reads lr_scale
+        # fairseq's parameter-group tags (the composite optimizer's); training.lr_groups reads lr_scale
         for name, p in model.named_parameters():
             head = name.startswith(f"span_heads.{HEAD}.")
             p.param_group = "coref_head" if head else "encoder"

@@ -18,8 +18,8 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 
 import torch
 
-from .criterions.hotpotqa_decoding import EVIDENCE_DECODINGS, decode, marker_scores, span_log_probs
-from .criterions.hotpotqa_metrics import example_scores
+from ..criterions.hotpotqa_decoding import EVIDENCE_DECODINGS, decode, marker_scores, span_log_probs
+from ..criterions.hotpotqa_metrics import example_scores
 
 METRICS = ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")
 
