@@ -1,7 +1,7 @@
 """Writing files so that no reader, and no later run, ever sees half of one.
 
 One scheme for every writer of the project (the RoBERTa converter, the Hugging Face export and
-import, the preprocessing pipeline, compat's checkpoint copies): write the new content under a
+import, the preprocessing pipeline, the plugin runtime's checkpoint copies): write the new content under a
 temporary name in the destination's own folder, flush it to disk, then move it onto its final name
 with one ``os.replace`` (a rename: atomic on POSIX within one file system). A name then holds
 either its previous complete content or the new one, also after a crash or a SIGKILL; a run killed

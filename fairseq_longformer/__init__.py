@@ -1,7 +1,7 @@
 """fairseq-longformer: a fairseq plugin (``--user-dir fairseq_longformer``) that turns RoBERTa
 into Longformer and BART into LED, plus the autoregressive character-level Longformer
 (``longformer_lm``). Importing it registers the models, tasks and criteria;
-``compat`` comes first.
+``runtime.apply()`` comes first (every change the plugin makes to fairseq: ``runtime/__init__.py``).
 
 Public names, for code that builds on the plugin without reaching into its modules (the tools in
 ``longformer_tools`` use these and the registered architectures only):
@@ -15,7 +15,10 @@ Public names, for code that builds on the plugin without reaching into its modul
                                 ``--trust-checkpoint`` (else they refuse files that hold code)
     UserInputError              the ValueError of a bad input the user can fix (one-line message)
 """
-from . import compat  # noqa: F401  (must patch the fairseq stack before anything else runs)
+from . import runtime
+
+runtime.apply()  # patches the fairseq stack before anything else runs
+
 from .criterions import longformer_mlm as _criterion  # noqa: F401
 from .models import longformer as _model  # noqa: F401
 from .models import led as _led_model  # noqa: F401
@@ -33,5 +36,5 @@ from .criterions import longformer_coref as _coref_criterion  # noqa: F401
 from .tasks import longformer_coref as _coref_task  # noqa: F401
 from .modules.self_attention import LongformerAttentionConfig, LongformerSelfAttention  # noqa: F401  (public)
 from .modules.relative_positions import sinusoid  # noqa: F401  (public)
-from .checkpoints import trust_checkpoints  # noqa: F401  (public)
-from .user_errors import UserInputError  # noqa: F401  (public)
+from .runtime.checkpoints import trust_checkpoints  # noqa: F401  (public)
+from .runtime.errors import UserInputError  # noqa: F401  (public)

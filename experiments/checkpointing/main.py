@@ -31,7 +31,7 @@ def measure_one(opts) -> dict:
     from fairseq import options
     from fairseq.data import Dictionary
 
-    import fairseq_longformer  # noqa: F401  (registers the model; applies compat patches)
+    import fairseq_longformer  # noqa: F401  (registers the model; applies the runtime patches)
     from fairseq_longformer.models.longformer import LongformerModel
 
     torch.manual_seed(0)

@@ -4,6 +4,8 @@ import logging
 import sys
 from typing import Callable
 
+from ..runtime.checkpoints import trust_checkpoints
+
 
 def folder_parser(prog: str, description: str, source: str, source_help: str) -> argparse.ArgumentParser:
     """The flags every converter that writes a whole output folder shares: the source, the
@@ -31,7 +33,7 @@ def checkpoint_converter_parser(prog: str, description: str, kind: str) -> argpa
 
 
 def add_trust_flag(parser: argparse.ArgumentParser) -> None:
-    """``--trust-checkpoint``: see fairseq_longformer/checkpoints.py (imported only when run)."""
+    """``--trust-checkpoint``: see fairseq_longformer/runtime/checkpoints.py."""
     parser.add_argument("--trust-checkpoint", action="store_true",
                         help="load a checkpoint that holds types other than tensors and fairseq's "
                              "configuration (runs code from the file: only for files you trust)")
@@ -42,8 +44,6 @@ def run_converter(prog: str, convert: Callable[[], object], trust: bool = False)
     line ``PROG: error: ...`` on stderr; ``trust`` is the run's --trust-checkpoint. Returns the
     result, or None after an error (exit 2)."""
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
-    from ..checkpoints import trust_checkpoints
-
     try:
         with trust_checkpoints(trust):
             return convert()

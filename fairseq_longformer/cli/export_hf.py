@@ -18,6 +18,7 @@ import logging
 import sys
 from typing import List, Optional
 
+from ..runtime.checkpoints import trust_checkpoints
 from . import add_trust_flag, folder_parser
 
 
@@ -55,7 +56,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from longformer_common.atomic import check_output_dir
-    from ..checkpoints import trust_checkpoints
 
     inputs = [args.checkpoint, args.dict_path, args.label_dict_path, args.gpt2_encoder_json, args.gpt2_vocab_bpe,
               args.sentencepiece_model, args.hf_tokenizer]

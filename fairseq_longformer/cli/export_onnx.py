@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from . import add_trust_flag, folder_parser
+from . import add_trust_flag, folder_parser, run_converter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,8 +31,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from ..checkpoints import trust_checkpoints
-    from . import run_converter
 
     def convert():
         from ..serving.onnx_export import export_onnx

@@ -32,7 +32,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from ..checkpoints import TRUST_FLAG, TRUST_HELP
+from ..runtime.checkpoints import TRUST_FLAG, TRUST_HELP, trust_checkpoints
+from .hotpotqa_selection import SelectionReport, keep_paragraphs, score_split, shorten
 
 PROG = "longformer-select-paragraphs"
 
@@ -123,8 +124,6 @@ def select_split(a, name: str, path: str, task, model, head: str, max_answer: in
     from longformer_preprocessing.tasks import hotpotqa
     from longformer_preprocessing.tasks.examples import BadExample
 
-    from ..hotpotqa_selection import SelectionReport, keep_paragraphs, score_split, shorten
-
     records = read_published(name, path)
     dataset = task.load_dataset(name)
     find = match(name, path, records)
@@ -179,7 +178,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = build_parser().parse_args(argv)
     # importing fairseq configured the root logger at INFO: the data loads' lines are noise here
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
-    from ..checkpoints import trust_checkpoints
 
     try:
         splits = parse_splits(a.split)

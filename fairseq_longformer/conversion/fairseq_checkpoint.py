@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
-from .. import checkpoints
+from ..runtime import checkpoints
 from longformer_common.atomic import MARKER, atomic_files
 
 logger = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from longformer_kernels import AttentionPattern, parse_per_layer
-from ..global_projections import add_missing_global_projections
+from ..models.global_projections import add_missing_global_projections
 from .fairseq_checkpoint import (
     check_output, config_get, config_sections, config_set, load_checkpoint, resolve_source, write_folder,
 )

@@ -23,7 +23,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..checkpoints import CorruptCheckpointError, check_intact
+from ..runtime.checkpoints import CorruptCheckpointError, check_intact
 from .rules import DICT_COPY, PLACEHOLDER, write_placeholders
 
 # The largest size a config.json may state (2**31: more than any real model has rows, layers or

@@ -11,7 +11,7 @@ cannot overwrite the shared weights with its global ones.
 """
 from torch import nn
 
-from ..global_projections import GLOBAL_PROJECTIONS
+from .global_projections import GLOBAL_PROJECTIONS
 from ..modules.self_attention import LongformerSelfAttention
 
 

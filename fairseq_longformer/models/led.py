@@ -38,7 +38,7 @@ from fairseq.models.bart.model import bart_base_architecture, bart_large_archite
 from fairseq.utils import safe_getattr
 from torch import Tensor
 
-from ..global_projections import add_missing_global_projections, copy_local_to_global
+from .global_projections import add_missing_global_projections, copy_local_to_global
 from ..modules.attention_configs import add_attention_args, attention_configs
 from ..modules.encoder import LongformerEncoder
 from ..modules.self_attention import LongformerSelfAttention

@@ -15,7 +15,7 @@ from fairseq.models.roberta.model import base_architecture as roberta_base_archi
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr, safe_hasattr
 
-from ..global_projections import add_missing_global_projections, copy_local_to_global
+from .global_projections import add_missing_global_projections, copy_local_to_global
 from ..modules.attention_configs import add_attention_args, attention_configs
 from ..modules.encoder import LongformerEncoder
 from ..modules.self_attention import LongformerSelfAttention

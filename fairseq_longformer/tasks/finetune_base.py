@@ -26,7 +26,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask
 from omegaconf import II, MISSING
 
-from ..user_errors import UserInputError
+from ..runtime.errors import UserInputError
 from .token_classes import global_flags, parse_global_classes
 
 logger = logging.getLogger(__name__)

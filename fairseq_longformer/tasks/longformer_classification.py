@@ -16,7 +16,7 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.tasks import register_task
 
-from ..user_errors import UserInputError
+from ..runtime.errors import UserInputError
 from .finetune_base import ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, load_split
 from .token_classes import CLS
 

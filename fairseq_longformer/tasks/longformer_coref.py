@@ -14,7 +14,7 @@ inside (else at a word end), as mandarjoshi90/coref's ``minimize.py`` cuts them.
 
 Two learning rates: the head's parameters carry fairseq's ``param_group``/``optim_overrides``
 (``lr_scale`` = ``--head-lr-multiplier``, 10 by default: the paper's encoder 1e-5 against task
-1e-4), which ``compat._per_group_learning_rates`` turns into a second torch parameter group whose
+1e-4), which ``training.lr_groups`` turns into a second torch parameter group whose
 rate follows the same schedule scaled.
 
 ``--write-conll DIR``: after each validation, ``DIR/{split}.response_conll`` (the predicted
@@ -34,7 +34,7 @@ from longformer_common.atomic import atomic_files
 from longformer_preprocessing.tasks.conll2012 import CorefDocument, write_document
 
 from ..models.coref_head import HEAD_NAME, CorefHead, CorefHeadConfig, genre_index, segment_distance_buckets
-from ..user_errors import UserInputError
+from ..runtime.errors import UserInputError
 from .finetune_base import ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask
 from .token_classes import CLS
 
@@ -160,7 +160,7 @@ class LongformerCorefTask(LongformerFinetuneTask):
                 embed_dim=model.args.encoder_embed_dim, max_width=cfg.coref_max_span_width,
                 ffnn_size=cfg.coref_ffnn_size, dropout=cfg.coref_dropout, max_antecedents=cfg.coref_max_antecedents,
                 max_segments=cfg.coref_max_segments))
-        # fairseq's parameter-group tags (the composite optimizer's); compat reads lr_scale
+        # fairseq's parameter-group tags (the composite optimizer's); training.lr_groups reads lr_scale
         for name, p in model.named_parameters():
             head = name.startswith(f"span_heads.{HEAD_NAME}.")
             p.param_group = "coref_head" if head else "encoder"

@@ -2,7 +2,7 @@
 ``pytest --device cuda`` the same runs on the GPU: no ``--cpu``, tests/support/device.py).
 
 Each family trains the same tiny model from the same seed three times: fp32, ``--bf16`` (bf16
-model, fp32 master weights: needs compat's ``_bf16_without_a_tpu``, fairseq would look for a
+model, fp32 master weights: needs the runtime's ``shims.bf16_without_a_tpu``, fairseq would look for a
 TPU) and ``--memory-efficient-fp16`` (fp16 model, no fp32 copy, dynamic loss scaling; plain
 ``--fp16`` needs CUDA). Dropout and attention dropout are on, batches are padded, and the
 fine-tuning tasks and LED have global tokens (the masked LM and the causal char-LM have none:
@@ -122,7 +122,7 @@ def compare_losses(records: dict) -> None:
 
 
 def test_bf16_without_tpu_flag_keeps_a_requested_tpu(monkeypatch):
-    """The compat patch drops the TPU fairseq implies for --bf16, and only that one."""
+    """The runtime patch drops the TPU fairseq implies for --bf16, and only that one."""
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq import options
     from fairseq.distributed import utils as distributed_utils
@@ -141,7 +141,7 @@ def test_bf16_without_tpu_flag_keeps_a_requested_tpu(monkeypatch):
 
 def test_fp16_gradient_overflow_skips_the_step_on_cpu(kjv_data_bin, tmp_path):
     """An initial loss scale of 2^24 overflows: fairseq skips the step and halves the scale, on CPU
-    too (compat's ``_fp16_overflow_on_cpu``: fairseq made a CUDA tensor there)."""
+    too (the runtime's ``shims.fp16_overflow_on_cpu``: fairseq made a CUDA tensor there)."""
     text, _ = run_probed("fairseq_cli.train", [
         kjv_data_bin, *TINY_MODEL_ARGS, "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-3",
         "--disable-validation", "--no-save", *RUN[:-1], "3", "--memory-efficient-fp16",

@@ -1,4 +1,4 @@
-"""compat._atomic_checkpoint_copies: fairseq's save_checkpoint writes checkpoint_1_N.pt via .tmp +
+"""runtime.resume.atomic_checkpoint_copies: fairseq's save_checkpoint writes checkpoint_1_N.pt via .tmp +
 rename, then COPIES it to checkpoint_last.pt; unpatched, that copy is shutil.copyfile onto the
 final name, so a kill during it leaves a truncated checkpoint_last.pt and the run cannot resume.
 
@@ -15,7 +15,7 @@ import torch
 _CHILD = textwrap.dedent(r"""
     import os, shutil, signal, sys
     import torch
-    import fairseq_longformer  # noqa: F401  (applies compat)
+    import fairseq_longformer  # noqa: F401  (applies the runtime patches)
     from fairseq import checkpoint_utils
     from fairseq.dataclass.configs import CheckpointConfig
     from fairseq.file_io import PathManager

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import torch
 
-from fairseq_longformer.compat import is_intact_checkpoint
+from fairseq_longformer.runtime.resume import is_intact_checkpoint
 from tests.support.training import FAIRSEQ_TRAIN, run_logged, subprocess_env, tiny_train_cmd
 
 CORRUPTIONS = {
@@ -64,7 +64,7 @@ def test_intact_check_reads_real_checkpoints(trained):
 
 
 def test_training_output_has_no_unactionable_noise(trained):
-    """No "Please install tensorboardX", no hydra / pin_memory / autocast warnings (compat.py)."""
+    """No "Please install tensorboardX", no hydra / pin_memory / autocast warnings (runtime/shims.py)."""
     _, original = trained
     log = (original.parent / "first.log").read_text()
     assert "num_updates=2" in log

@@ -1,4 +1,4 @@
-"""fairseq_longformer.checkpoints: a checkpoint is data. A malicious pickle in a real fairseq
+"""fairseq_longformer.runtime.checkpoints: a checkpoint is data. A malicious pickle in a real fairseq
 checkpoint runs in no command; --trust-checkpoint runs it; stock fairseq checkpoints (RoBERTa from
 fairseq-train, BART, the DictConfig form DDP ranks receive) and the project's own still load.
 
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import fairseq_longformer  # noqa: F401  (applies the patches)
-from fairseq_longformer.checkpoints import UntrustedCheckpointError, fairseq_torch_load, load_checkpoint, trust_checkpoints
+from fairseq_longformer.runtime.checkpoints import UntrustedCheckpointError, fairseq_torch_load, load_checkpoint, trust_checkpoints
 from tests.conftest import REPO
 from tests.support.led_models import bart_dir, led_data_bin, led_dir  # noqa: F401  (fixtures: stock BART, its LED)
 

@@ -1,4 +1,5 @@
-"""Each compat patch, by the behaviour it restores (each of these fails without its patch).
+"""Each runtime patch (fairseq_longformer/runtime/), by the behaviour it restores (each of these
+fails without its patch).
 End-to-end checks live elsewhere: resume in test_main_job.py, torchrun in tests/integration/."""
 import argparse
 

@@ -20,7 +20,7 @@ import fairseq_longformer  # noqa: F401  (applies the patches)
 from fairseq_longformer import UserInputError
 from longformer_common.atomic import MARKER
 from fairseq_longformer.cli import convert_roberta, export_hf, train
-from fairseq_longformer.compat import is_intact_checkpoint
+from fairseq_longformer.runtime.resume import is_intact_checkpoint
 from fairseq_longformer.conversion.fairseq_sources import convert_roberta_checkpoint
 from tests.integration.test_bad_inputs import run_in_process
 from tests.support.corrupt import flipped_copy

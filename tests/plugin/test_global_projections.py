@@ -1,9 +1,9 @@
-"""fairseq_longformer.global_projections: Q_g, K_g, V_g start as copies of Q, K, V, in modules
+"""fairseq_longformer.models.global_projections: Q_g, K_g, V_g start as copies of Q, K, V, in modules
 and in state dicts, and global tensors already there are kept."""
 import torch
 from torch import nn
 
-from fairseq_longformer.global_projections import add_missing_global_projections, copy_local_to_global
+from fairseq_longformer.models.global_projections import add_missing_global_projections, copy_local_to_global
 
 
 def test_state_dict_gets_copies_of_q_k_v_only_where_missing():

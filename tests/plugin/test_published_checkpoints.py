@@ -18,8 +18,8 @@ import pytest
 import torch
 
 import fairseq_longformer  # noqa: F401  (applies the patches)
-from fairseq_longformer import checkpoint_types
-from fairseq_longformer.checkpoints import UntrustedCheckpointError, load_checkpoint
+from fairseq_longformer.runtime import checkpoint_types
+from fairseq_longformer.runtime.checkpoints import UntrustedCheckpointError, load_checkpoint
 from fairseq_longformer.cli import convert_bart, convert_roberta, export_hf, train
 from tests.plugin.test_checkpoints import RunsCode
 from tests.support.published_checkpoints import (
@@ -165,7 +165,7 @@ def test_converts_restores_and_exports_with_no_flag(name, era, kjv_data_bin, tmp
 def test_a_loaded_2019_checkpoint_survives_fairseq_s_ddp_broadcast(era):
     """Ranks other than 0 receive the restored state pickled again (``broadcast_object``): the
     stand-ins pickle under their own names and load back through the allowlist, as data."""
-    from fairseq_longformer.checkpoints import fairseq_torch_load
+    from fairseq_longformer.runtime.checkpoints import fairseq_torch_load
 
     state = load_checkpoint(era["roberta_2019"])
     buffer = io.BytesIO()
@@ -185,7 +185,7 @@ class Reduce:
         return self.function, self.args
 
 
-OURS = "fairseq_longformer.checkpoint_types\n"
+OURS = "fairseq_longformer.runtime.checkpoint_types\n"
 # a stand-in reached the way a hostile file could (wrong arguments, no state): (value, renames)
 MISSHAPEN = {
     "meter built with arguments": (Reduce(checkpoint_types.AverageMeter, (1, 2)),

@@ -1,4 +1,4 @@
-"""fairseq_longformer.training_inputs: one training per --save-dir, held by the folder's flock for
+"""fairseq_longformer.runtime.save_dir and input_checks: one training per --save-dir, held by the folder's flock for
 the run's life, taken only once the inputs are accepted; another process (here a bare Python that
 loads atomic.py alone: no fairseq import) is refused while it is held and gets it at once after a
 release or after the holder was killed (the kernel frees a dead process's flock: no stale lock).
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import fairseq_longformer  # noqa: F401  (applies the patches)
-from fairseq_longformer import training_inputs
-from fairseq_longformer.user_errors import UserInputError
+from fairseq_longformer.runtime import input_checks, save_dir
+from fairseq_longformer.runtime.errors import UserInputError
 from tests.conftest import REPO
 
 # exit 0 when the folder's lock could be taken, 3 when another process holds it; with "hold",
@@ -45,14 +45,14 @@ def can_take(folder) -> bool:
 
 def test_a_save_dir_is_made_only_once_accepted_and_held_for_the_run(tmp_path):
     save = tmp_path / "parent" / "run"
-    training_inputs.claim_save_dir(str(save))  # the start of fairseq-train: nothing written yet
+    save_dir.claim_save_dir(str(save))  # the start of fairseq-train: nothing written yet
     assert not save.exists() and not (tmp_path / "parent").exists()
     try:
-        training_inputs.create_save_dir(str(save))  # the inputs are accepted
+        save_dir.create_save_dir(str(save))  # the inputs are accepted
         assert save.is_dir() and list(save.iterdir()) == []  # the lock is no file in it
         assert not can_take(save)
     finally:
-        training_inputs.release_save_dir()
+        save_dir.release_save_dir()
     assert not save.exists()  # made by the run and left empty: removed at its end
     save.mkdir(parents=True)
     assert can_take(save)
@@ -63,21 +63,21 @@ def test_a_second_run_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(UserInputError) as refused:
-            training_inputs.claim_save_dir(str(tmp_path))
+            save_dir.claim_save_dir(str(tmp_path))
         assert str(tmp_path) in str(refused.value) and "another --save-dir" in str(refused.value)
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=60)
-    training_inputs.claim_save_dir(str(tmp_path))  # the dead run's lock is gone with it
-    training_inputs.release_save_dir()
+    save_dir.claim_save_dir(str(tmp_path))  # the dead run's lock is gone with it
+    save_dir.release_save_dir()
     assert tmp_path.is_dir()  # a folder the run did not make is never removed
 
 
 def test_a_run_that_saved_keeps_its_folder(tmp_path):
     save = tmp_path / "run"
-    training_inputs.create_save_dir(str(save))
+    save_dir.create_save_dir(str(save))
     (save / "checkpoint_last.pt").write_bytes(b"a checkpoint")
-    training_inputs.release_save_dir()
+    save_dir.release_save_dir()
     assert (save / "checkpoint_last.pt").exists() and can_take(save)
 
 
@@ -116,7 +116,7 @@ def test_a_grown_dictionary_keeps_every_pretrained_row_and_the_mask_row(kjv_data
     key = "encoder.sentence_encoder.embed_tokens.weight"
     before = torch.load(pretrained / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"][key]
     after = torch.load(tmp_path / "run" / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"][key]
-    symbols = len(training_inputs.read_symbols(kjv_data_bin / "dict.txt"))
+    symbols = len(input_checks.read_symbols(kjv_data_bin / "dict.txt"))
     old_mask = 4 + symbols  # fairseq's 4 specials, the symbols, then the task's <mask>
     assert before.shape[0] == old_mask + 1 and after.shape[0] == old_mask + 2
     torch.testing.assert_close(after[:old_mask], before[:old_mask], atol=1e-6, rtol=0)

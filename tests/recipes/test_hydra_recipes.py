@@ -141,7 +141,7 @@ def test_a_typo_in_the_yaml_is_an_error(composed):
 
 
 # fairseq-hydra-train imports the --user-dir only inside its training function, after fairseq's
-# distributed init; on a CPU-only machine that init needs compat's torchrun patch (it divides by
+# distributed init; on a CPU-only machine that init needs the runtime's torchrun patch (it divides by
 # the GPU count), so the test starts hydra's entry point with the plugin already imported. On
 # GPUs, `torchrun ... $(which fairseq-hydra-train) ...` works as is.
 _HYDRA_ENTRY = "import fairseq_longformer  # noqa: F401\nfrom fairseq_cli.hydra_train import cli_main\ncli_main()\n"

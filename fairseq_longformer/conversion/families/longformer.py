@@ -302,7 +302,7 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tens
     model's LM head) is the builder's."""
     import logging
 
-    from ...global_projections import add_missing_global_projections
+    from ...models.global_projections import add_missing_global_projections
     from ..rules import extend_positions
 
     new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}

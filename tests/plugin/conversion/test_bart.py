@@ -12,7 +12,7 @@ import torch
 
 from fairseq_longformer.cli import convert_bart as convert_cli
 from fairseq_longformer.conversion.fairseq_sources import convert_bart_checkpoint
-from fairseq_longformer.global_projections import GLOBAL_PROJECTIONS
+from fairseq_longformer.models.global_projections import GLOBAL_PROJECTIONS
 
 from tests.support.led_models import LED_POSITIONS, SOURCE_POSITIONS, load
 from tests.plugin.models.test_led import load_model, prev_output, source_batch

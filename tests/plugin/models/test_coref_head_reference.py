@@ -13,7 +13,7 @@ from fairseq_longformer.models.coref_head import (
     CorefHead, genre_index, segment_distance_buckets,
 )
 from fairseq_longformer.tasks.longformer_coref import LongformerCorefConfig, LongformerCorefTask
-from fairseq_longformer.user_errors import UserInputError
+from fairseq_longformer import UserInputError
 from longformer_preprocessing.tasks.conll2012 import read_documents
 
 # experiments.conf: genres = ["bc", "bn", "mz", "nw", "pt", "tc", "wb"]

@@ -11,7 +11,7 @@ import pytest
 
 from fairseq_longformer.cli.select_paragraphs import main as select_main
 from fairseq_longformer.criterions.hotpotqa_decoding import threshold_evidence, two_paragraph_evidence
-from fairseq_longformer.hotpotqa_selection import SelectionReport, keep_paragraphs, shorten
+from fairseq_longformer.cli.hotpotqa_selection import SelectionReport, keep_paragraphs, shorten
 
 
 def test_constrained_decoder_picks_the_right_pair_on_a_hand_checked_case():

@@ -21,7 +21,7 @@ weights, with or without trust.
 Anything else is refused with one line naming the file, the unexpected types and the fix:
 ``--trust-checkpoint`` (``trust=True``), which loads with ``weights_only=False`` and so runs
 code from the file. fairseq's own loads (resume, ``--restore-file``, the DDP broadcast, the hub
-interface) come here through ``compat``; the trust flag of a fairseq CLI run is
+interface) come here through ``runtime`` (``shims.checkpoint_loads_as_data``); the trust flag of a fairseq CLI run is
 ``--trust-checkpoint``, added to fairseq's parser by ``add_trust_flag``.
 """
 import argparse
@@ -34,9 +34,12 @@ import zipfile
 from typing import Iterator, List
 
 import torch
+from omegaconf import DictConfig, ListConfig
+from omegaconf.base import ContainerMetadata, Metadata
+from omegaconf.nodes import AnyNode
 
 from .checkpoint_types import realise, stand_ins
-from .user_errors import UserInputError, check_cli_args, install_excepthook
+from .errors import UserInputError, check_cli_args, install_excepthook
 
 TRUST_FLAG = "--trust-checkpoint"
 TRUST_HELP = ("load checkpoints that hold types other than tensors and fairseq's configuration "
@@ -45,10 +48,6 @@ TRUST_HELP = ("load checkpoints that hold types other than tensors and fairseq's
 
 def safe_globals() -> List[object]:
     """The types a fairseq or project checkpoint may hold besides tensors and plain containers."""
-    from omegaconf import DictConfig, ListConfig
-    from omegaconf.base import ContainerMetadata, Metadata
-    from omegaconf.nodes import AnyNode
-
     return [argparse.Namespace, DictConfig, ListConfig, ContainerMetadata, Metadata, AnyNode,
             typing.Any, collections.defaultdict, dict, list, int, *stand_ins()]
 
@@ -235,7 +234,7 @@ def parse_args_and_arch_with_trust(original):
     """fairseq's ``options.parse_args_and_arch`` with ``--trust-checkpoint`` on every fairseq CLI
     (fairseq-train, -eval-lm, -generate, ...): the parser is built before the plugin is imported,
     so the flag is added where the arguments are parsed; the parsed flag sets fairseq's trust.
-    The parsed arguments also pass ``user_errors.check_cli_args``, and the plugin's UserInputErrors
+    The parsed arguments also pass ``errors.check_cli_args``, and the plugin's UserInputErrors
     end the CLI with one line (``install_excepthook``)."""
 
     def parse_args_and_arch(parser, *args, **kwargs):

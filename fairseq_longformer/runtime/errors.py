@@ -23,7 +23,8 @@ class UserInputError(ValueError, _ReportedAsOneLine):
     under fairseq-hydra-train, whose hydra prints a ``CompactHydraException`` without its stack)."""
 
 
-_PLUGIN = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# the plugin's folder (fairseq_longformer/), one above this runtime/ package
+_PLUGIN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def is_user_error(error: BaseException, traceback) -> bool:

@@ -20,8 +20,8 @@ import torch
 
 from longformer_preprocessing.evaluation.hotpotqa import example_scores
 
-from .criterions.hotpotqa_decoding import decode, marker_scores, span_log_probs
-from .models.heads import EVIDENCE_DECODINGS
+from ..criterions.hotpotqa_decoding import decode, marker_scores, span_log_probs
+from ..models.heads import EVIDENCE_DECODINGS
 
 METRICS = ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")
 

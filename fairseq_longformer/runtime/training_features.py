@@ -1,0 +1,44 @@
+"""The plugin's training features (``fairseq_longformer.training``) installed into fairseq.
+
+The logic lives with the training code; this module only puts it in fairseq's place, marked
+``_longformer_patched`` so that a second ``runtime.apply`` changes nothing.
+"""
+from fairseq import optim
+from fairseq.data import data_utils
+from fairseq.optim.fairseq_optimizer import FairseqOptimizer
+from fairseq.optim.fp16_optimizer import FP16Optimizer
+
+from ..training import lr_groups
+from ..training.short_batches import keeping_the_last_short_batch
+from .errors import UserInputError
+
+
+def keep_the_last_short_batch() -> None:
+    """``data_utils.batch_by_size`` drops the last batch that is not a multiple of
+    ``--required-batch-size-multiple``: ``training.short_batches`` gives it back."""
+    if getattr(data_utils.batch_by_size, "_longformer_patched", False):
+        return
+    batch_by_size = keeping_the_last_short_batch(data_utils.batch_by_size)
+    batch_by_size._longformer_patched = True
+    data_utils.batch_by_size = batch_by_size
+
+
+def per_group_learning_rates() -> None:
+    """``optim.build_optimizer`` and ``FairseqOptimizer.set_lr`` train every parameter at the one
+    ``--lr``: ``training.lr_groups`` gives each ``lr_scale`` its group and rate. The fp16
+    optimizer, which would fold the groups into one tensor, refuses them in one line."""
+    if getattr(optim.build_optimizer, "_longformer_patched", False):
+        return
+    build_optimizer = lr_groups.grouping_by_lr_scale(optim.build_optimizer)
+    fp16_build = FP16Optimizer.build_optimizer.__func__
+
+    def build_fp16(cls, cfg, params, **kwargs):
+        params = list(params)
+        if lr_groups.fp16_folds_groups(cfg, params):
+            raise UserInputError(lr_groups.FP16_FOLDS_GROUPS)
+        return fp16_build(cls, cfg, params, **kwargs)
+
+    build_optimizer._longformer_patched = True
+    optim.build_optimizer = build_optimizer
+    FairseqOptimizer.set_lr = lr_groups.set_lr
+    FP16Optimizer.build_optimizer = classmethod(build_fp16)
