@@ -4,7 +4,10 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
+from longformer_common.cli import one_line_errors
 
+
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     from .pipeline import preprocess
 

@@ -32,6 +32,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from longformer_common.cli import one_line_errors
+
 from ..checkpoints import TRUST_FLAG, TRUST_HELP
 
 PROG = "longformer-select-paragraphs"
@@ -175,6 +177,7 @@ def run(a, splits: Dict[str, str]) -> dict:
     return report
 
 
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     a = build_parser().parse_args(argv)
     # importing fairseq configured the root logger at INFO: the data loads' lines are noise here

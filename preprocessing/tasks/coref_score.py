@@ -17,6 +17,8 @@ import os
 import sys
 from typing import Dict, List, Optional
 
+from longformer_common.cli import one_line_errors
+
 from .conll2012 import OUTSIDE, CorefDocument, read_documents
 from .coref_metrics import CONLL_METRICS, MAX_REPEATED, METRICS, Counts, TooManyRepeatedMentions, conll_f1, \
     score_documents
@@ -100,6 +102,7 @@ def as_json(scores: Dict[str, Counts]) -> dict:
     return out
 
 
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("key", metavar="KEY", help="the key: a CoNLL-2012 file or a folder of *_conll files")

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from dataclasses import asdict
 
+from longformer_common.cli import one_line_errors
+
 from ..bench.hf_accelerate import CASES, Sizes, page, run_case
 
 
@@ -49,6 +51,7 @@ def _commit() -> str:
         return "unknown"
 
 
+@one_line_errors
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
