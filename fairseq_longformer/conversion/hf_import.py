@@ -88,14 +88,14 @@ def _head_kind(state: Mapping[str, Tensor], hf_dir: Path) -> Optional[str]:
     return kinds[0]
 
 
-def _labels(config: Mapping) -> List[str]:
+def _labels(config: Mapping, hf_dir: Path) -> List[str]:
     """A classification folder's class names in id order (HF's LABEL_k for a config without them)."""
     id2label = config.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}  # HF's default: 2 labels
     labels = [id2label[str(k)] for k in range(len(id2label))]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:  # fairseq's label dictionary keeps one entry per name: its ids would shift, the head be dropped
         ids = {label: [k for k, other in enumerate(labels) if other == label] for label in repeated}
-        raise ValueError(f"config.json's id2label gives the name {repeated[0]!r} to the classes {ids[repeated[0]]}"
+        raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes {ids[repeated[0]]}"
                          f"{' (and repeats ' + ', '.join(map(repr, repeated[1:])) + ')' if repeated[1:] else ''}: "
                          "fairseq's label dictionary needs one name per class; give each id its own name in "
                          "id2label (and label2id)")
@@ -220,7 +220,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     if kind is None and head_name is not None:
         raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
     head = HeadRef(kind, head_name or HEAD_TASKS[kind].default_name) if kind is not None else None
-    labels = _labels(config) if kind == "classification" else None
+    labels = _labels(config, hf_dir) if kind == "classification" else None
     reverse = reverse_key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied, head=head)
     token_type_key = HF_TOKEN_TYPE.format(base=base)
     type_vocab = int(config.get("type_vocab_size", 1))
