@@ -29,6 +29,7 @@ A staged folder gets the permissions the umask gives an ordinary folder and its 
 makes a 0700 folder, safetensors 0600 files).
 """
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -171,6 +172,9 @@ def check_output_dir(out_dir: PathLike, overwrite: bool = False, inputs: Iterabl
     ``overwrite``) a folder this project wrote (``MARKER``); ValueError when it is, holds or is
     inside one of ``inputs`` (--overwrite would delete them)."""
     out_dir = Path(out_dir).absolute()
+    if out_dir.is_symlink():  # the rename at the end would replace the link, not write where it points
+        raise FileExistsError(f"output {str(out_dir)!r} is a symbolic link (to {os.readlink(out_dir)!r}): give the "
+                              "folder itself, or remove the link")
     source = _overlap(out_dir.resolve(), inputs)
     if source is not None:
         raise ValueError(f"output {str(out_dir)!r} is, holds or is inside the input {str(source)!r}; "
@@ -185,7 +189,25 @@ def check_output_dir(out_dir: PathLike, overwrite: bool = False, inputs: Iterabl
             raise FileExistsError(f"output folder {str(out_dir)!r} was not written by fairseq-longformer (no "
                                   f"{MARKER} in it), so --overwrite will not delete it: choose another folder, "
                                   "or empty it yourself")
+    _check_creatable(out_dir)
     return out_dir
+
+
+def _check_creatable(out_dir: Path) -> None:
+    """Create and remove a temporary folder where ``out_dir``'s staging folder will be made (its
+    nearest existing ancestor): a folder the user may not write in, or a read-only disk, is
+    refused before any work, as an OSError naming ``out_dir`` (``os.access`` says yes to root
+    on a read-only mount)."""
+    parent = out_dir.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(parent))
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".probe", dir=parent))
+    except OSError as error:
+        raise type(error)(error.errno, f"{error.strerror} (cannot create it in {str(parent)!r})",
+                          str(out_dir)) from None
 
 
 def _publish_folder(tmp: Path, out_dir: Path, overwrite: bool) -> None:
@@ -232,9 +254,14 @@ def staged_folder(out_dir: PathLike, overwrite: bool = False, inputs: Iterable[P
     ``inputs`` are never replaced. Stale staging folders of killed runs are swept first."""
     inputs = list(inputs)
     out_dir = check_output_dir(out_dir, overwrite, inputs)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    sweep_stale(out_dir.parent, f".{out_dir.name}.", [".partial", ".old"])
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    created = [folder for folder in out_dir.parents if not folder.exists()]  # deepest first
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        sweep_stale(out_dir.parent, f".{out_dir.name}.", [".partial", ".old"])
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    except OSError as error:
+        _remove_empty(created)
+        raise _naming(error, out_dir) from None
     fd = _hold(tmp)  # the flock says "alive" to other runs' sweep_stale
     try:
         yield tmp
@@ -244,8 +271,31 @@ def staged_folder(out_dir: PathLike, overwrite: bool = False, inputs: Iterable[P
             if path.is_file():
                 fsync(path)
         _publish_folder(tmp, out_dir, overwrite)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(created)  # a failed run leaves no empty parent folder behind either
+        if isinstance(error, OSError) and error.filename is None and error.errno in _DISK_FULL:
+            raise _naming(error, out_dir) from error
         raise
     finally:
         os.close(fd)
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _naming(error: OSError, out_dir: Path) -> OSError:
+    """``error`` as the same kind of OSError naming ``out_dir`` (the user's path), not the
+    staging folder's temporary name or none."""
+    if error.errno is None:
+        return error
+    return type(error)(error.errno, error.strerror or os.strerror(error.errno), str(out_dir))
+
+
+def _remove_empty(folders: Sequence[Path]) -> None:
+    """Remove each folder of ``folders`` (deepest first) that is empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return

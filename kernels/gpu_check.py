@@ -27,6 +27,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from longformer_common.cli import one_line_errors
+
 from .dropout import AttentionDropout
 from .gpu_bench import CONTENDERS, DTYPES as BENCH_DTYPES
 from .pattern import AttentionMasks, AttentionPattern
@@ -297,6 +299,7 @@ def parse_args(argv):
     return args
 
 
+@one_line_errors
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     smoke = args.cpu_smoke or not torch.cuda.is_available()

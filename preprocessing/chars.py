@@ -52,6 +52,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from longformer_common.cli import one_line_errors
 from longformer_common.atomic import check_output_dir, staged_folder
 
 from .textio import open_binary
@@ -355,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:

@@ -9,6 +9,8 @@ prints the fairseq-train and fairseq-generate commands for the result.
 import argparse
 import sys
 
+from longformer_common.cli import one_line_errors
+
 from . import checkpoint_converter_parser, run_converter
 from ..conversion.fairseq_sources import DEFAULT_MAX_POSITIONS, DEFAULT_WINDOW, convert_bart_checkpoint, generate_command
 from ..conversion.restore import continue_command
@@ -28,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     result = run_converter("longformer-convert-bart", lambda: convert_bart_checkpoint(

@@ -9,6 +9,8 @@ prints the fairseq-train flags that continue pretraining from the result.
 import argparse
 import sys
 
+from longformer_common.cli import one_line_errors
+
 from . import checkpoint_converter_parser, run_converter
 from ..conversion.restore import continue_command
 from ..conversion.fairseq_sources import convert_roberta_checkpoint
@@ -31,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     result = run_converter("longformer-convert-roberta", lambda: convert_roberta_checkpoint(

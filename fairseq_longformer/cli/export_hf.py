@@ -18,6 +18,8 @@ import logging
 import sys
 from typing import List, Optional
 
+from longformer_common.cli import one_line_errors
+
 from ..runtime.checkpoints import trust_checkpoints
 from . import add_trust_flag, folder_parser
 
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import List, Optional
 
+from longformer_common.cli import one_line_errors
+
 from . import add_trust_flag, folder_parser, run_converter
 
 
@@ -29,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
 

@@ -17,6 +17,8 @@ import logging
 import sys
 from typing import List, Optional
 
+from longformer_common.cli import one_line_errors
+
 from . import folder_parser
 
 
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -27,10 +27,13 @@ CPU; --cpu forces it). Bad input: one line naming it, exit status 2, nothing wri
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
+
+from longformer_common.cli import one_line_errors
 
 from ..runtime.checkpoints import TRUST_FLAG, TRUST_HELP, trust_checkpoints
 from .hotpotqa_selection import SelectionReport, keep_paragraphs, score_split, shorten
@@ -67,6 +70,9 @@ def parse_splits(specs: List[str]) -> Dict[str, str]:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise SelectionError(f"--split {spec!r} is not SPLIT=FILE: e.g. --split valid=hotpot_dev_distractor_v1.json")
+        if os.sep in name or name in (os.curdir, os.pardir):  # a split is a name inside --data, and names an output
+            raise SelectionError(f"--split {spec!r}: SPLIT {name!r} is a path, not the name of a split of --data "
+                                 f"(train, valid, test): e.g. --split valid={path}")
         if name in splits:
             raise SelectionError(f"--split {name} is given twice: name each split once")
         splits[name] = path
@@ -78,6 +84,9 @@ def check_inputs(a, splits: Dict[str, str]) -> None:
         raise SelectionError(f"--checkpoint {a.checkpoint} is not a file")
     if not a.max_paragraphs >= 1 or not a.batch_size >= 1:
         raise SelectionError("--max-paragraphs and --batch-size must be at least 1")
+    if not math.isfinite(a.threshold):  # NaN keeps nothing but the top paragraph; infinities keep all or none
+        raise SelectionError(f"--threshold {a.threshold}: give a finite raw paragraph score (default -3.0, the "
+                             "paper's); --max-paragraphs caps how many are kept")
     for name, path in splits.items():
         if not os.path.isfile(path):
             raise SelectionError(f"--split {name}={path}: {path} is not a file")
@@ -174,6 +183,7 @@ def run(a, splits: Dict[str, str]) -> dict:
     return report
 
 
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     a = build_parser().parse_args(argv)
     # importing fairseq configured the root logger at INFO: the data loads' lines are noise here

@@ -12,6 +12,8 @@ directory. Every other flag is fairseq-train's.
 import sys
 from pathlib import Path
 
+from longformer_common.cli import one_line_errors
+
 USAGE_NOTE = """\
 longformer-train: fairseq-train with the Longformer plugin loaded from the installed package
 (--user-dir {user_dir}).
@@ -25,6 +27,7 @@ def user_dir() -> str:
     return str(Path(__file__).resolve().parent.parent)
 
 
+@one_line_errors
 def print_user_dir(argv=None):
     """``longformer-user-dir``: print the plugin folder for ``fairseq-* --user-dir``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -39,6 +42,7 @@ def print_user_dir(argv=None):
     return 0
 
 
+@one_line_errors
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--user-dir" not in argv and not any(a.startswith("--user-dir=") for a in argv):

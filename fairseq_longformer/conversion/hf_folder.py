@@ -96,7 +96,7 @@ def _weights(hf_dir: Path) -> Tuple[str, List[Path]]:
 def _damaged(hf_dir, error: Exception) -> ValueError:
     first_line = (str(error).strip().splitlines() or [""])[0]
     return ValueError(f"the weights of {str(hf_dir)!r} do not load ({type(error).__name__}: {first_line}): "
-                      "a damaged or incomplete folder?")
+                      "a damaged or incomplete folder: download the folder again")
 
 
 def tensor_shapes(hf_dir) -> Dict[str, Tuple[int, ...]]:

@@ -88,10 +88,18 @@ def _head_kind(state: Mapping[str, Tensor], hf_dir: Path) -> Optional[str]:
     return kinds[0]
 
 
-def _labels(config: Mapping) -> List[str]:
+def _labels(config: Mapping, hf_dir: Path) -> List[str]:
     """A classification folder's class names in id order (HF's LABEL_k for a config without them)."""
     id2label = config.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}  # HF's default: 2 labels
-    return [id2label[str(k)] for k in range(len(id2label))]
+    labels = [id2label[str(k)] for k in range(len(id2label))]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:  # fairseq's label dictionary keeps one entry per name: its ids would shift, the head be dropped
+        ids = {label: [k for k, other in enumerate(labels) if other == label] for label in repeated}
+        raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes {ids[repeated[0]]}"
+                         f"{' (and repeats ' + ', '.join(map(repr, repeated[1:])) + ')' if repeated[1:] else ''}: "
+                         "fairseq's label dictionary needs one name per class; give each id its own name in "
+                         "id2label (and label2id)")
+    return labels
 
 
 
@@ -118,6 +126,34 @@ def with_transformers_defaults(config: Mapping, model_type: str):
         defaults = TRANSFORMERS_DEFAULTS
     missing = [name for name in DEFAULTED_SETTINGS if name not in config and name in defaults]
     return {**config, **{name: defaults[name] for name in missing}}, missing
+
+
+def _check_family_sizes(config: Mapping, hf_dir: Path, model_type: str) -> None:
+    """``check_sizes`` with the tables of the folder's family ("led", "longformer" or "roberta"):
+    the weights load (pytorch_model.bin's CRCs checked) and the config's sizes are the tensors'."""
+    if model_type == "led":
+        check_sizes(config, tensor_shapes(hf_dir), led_family.HF_SIZES, led_family.HF_LAYER_COUNTS,
+                    led_family.HF_HEAD_COUNTS, hf_dir)
+        return
+    base = HF_BASE[model_type]
+    sizes = {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()}
+    check_sizes(config, tensor_shapes(hf_dir), sizes,
+                {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
+                ("num_attention_heads",), hf_dir)
+
+
+def check_folder(hf_dir) -> Mapping:
+    """The import's checks of a folder, for a tool that then loads it another way
+    (``longformer-export-onnx`` loads it with transformers, which checks none of this):
+    config.json is a JSON object, the weights are there and load (pytorch_model.bin's CRCs
+    checked), the config's sizes are those of the tensors. Returns config.json; one-line
+    FileNotFoundError / ValueError (CorruptCheckpointError) otherwise."""
+    hf_dir = Path(hf_dir)
+    config = read_hf_config(hf_dir)
+    model_type = "led" if config.get("model_type") == "led" else source_family(config)
+    if model_type is not None:  # another family: the caller names what it accepts
+        _check_family_sizes(config, hf_dir, model_type)
+    return config
 
 
 def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
@@ -150,10 +186,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     problems = config_problems(config, model_type)
     config, defaulted = with_transformers_defaults(config, model_type)
     if not problems:  # sizes against the tensors' names and shapes: nothing below is sized by an unchecked number
-        check_sizes(config, tensor_shapes(hf_dir), {name: (key.format(base=base), dim)
-                                                    for name, (key, dim) in HF_SIZES.items()},
-                    {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
-                    ("num_attention_heads",), hf_dir)
+        _check_family_sizes(config, hf_dir, model_type)
         problems = size_problems(config, model_type) + [
             f"{problem} (config.json has no {name}: transformers reads it as its default; if the model was trained "
             f"with fairseq's value, write \"{name}\": {FAIRSEQ_VALUES.get(name)!r} into config.json)"
@@ -187,7 +220,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     if kind is None and head_name is not None:
         raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
     head = HeadRef(kind, head_name or HEAD_TASKS[kind].default_name) if kind is not None else None
-    labels = _labels(config) if kind == "classification" else None
+    labels = _labels(config, hf_dir) if kind == "classification" else None
     reverse = reverse_key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied, head=head)
     token_type_key = HF_TOKEN_TYPE.format(base=base)
     type_vocab = int(config.get("type_vocab_size", 1))
@@ -333,8 +366,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False):
     config = read_hf_config(hf_dir)
     if config.get("model_type") != "led":
         raise ValueError(f"{str(hf_dir)!r} has model_type {config.get('model_type')!r}, not 'led'")
-    check_sizes(config, tensor_shapes(hf_dir), led_family.HF_SIZES, led_family.HF_LAYER_COUNTS,
-                led_family.HF_HEAD_COUNTS, hf_dir)
+    _check_family_sizes(config, hf_dir, "led")
     layout = led_family.LEDLayout.from_hf_config(config, repr(str(hf_dir)))
     hf_state = load_hf_state_dict(hf_dir)
     reserved = None

@@ -12,16 +12,7 @@ one line through hydra (``UserInputError`` is a ``CompactHydraException`` too).
 import os
 import sys
 
-try:  # fairseq-hydra-train reports a job's error through hydra, which prints a compact one as is
-    from hydra.errors import CompactHydraException as _ReportedAsOneLine
-except ImportError:  # pragma: no cover  (hydra comes with fairseq)
-    _ReportedAsOneLine = Exception
-
-
-class UserInputError(ValueError, _ReportedAsOneLine):
-    """A bad input the user can fix; its message is one line naming the input and the fix (also
-    under fairseq-hydra-train, whose hydra prints a ``CompactHydraException`` without its stack)."""
-
+from longformer_common.errors import UserInputError  # noqa: F401  (defined at the bottom: every package raises it)
 
 # the plugin's folder (fairseq_longformer/), one above this runtime/ package
 _PLUGIN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

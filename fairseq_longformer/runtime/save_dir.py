@@ -13,6 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import torch.distributed
 from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 
@@ -43,10 +44,27 @@ def _take_lock(folder: Path, what: str) -> None:
     _held["path"] = folder.absolute()  # hydra changes the working folder between here and the exit
 
 
+def _check_torchrun() -> None:
+    """``torchrun --nproc_per_node N fairseq-train ...`` without ``--distributed-world-size N``:
+    fairseq reads torchrun's WORLD_SIZE/RANK only when that flag is above 1, so each of the N
+    processes trains alone (no process group is made), all into one --save-dir. Refused on every
+    process before anything is written, naming the flag to pass."""
+    world = os.environ.get("WORLD_SIZE", "")
+    if not ({"RANK", "LOCAL_RANK"} <= set(os.environ) and world.isdigit() and int(world) > 1):
+        return
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return  # fairseq joined torchrun's process group: one training
+    raise UserInputError(f"torchrun started this process as one of WORLD_SIZE={world}, but fairseq-train runs with "
+                         f"--distributed-world-size 1, so each process would train alone into the same --save-dir: "
+                         f"pass --distributed-world-size {world} (torchrun's --nproc_per_node x --nnodes)")
+
+
 def claim_save_dir(save_dir: str) -> None:
     """fairseq's ``verify_checkpoint_directory`` (master rank, at the start of main), writing
     nothing: an existing folder is locked and probed; an absent one is only checked to be
-    creatable (its nearest existing parent is a writable folder)."""
+    creatable (its nearest existing parent is a writable folder). A torchrun process that
+    fairseq runs alone is refused first (``_check_torchrun``)."""
+    _check_torchrun()
     folder = Path(save_dir)
     if folder.exists() and not folder.is_dir():
         raise UserInputError(f"--save-dir {save_dir} exists and is not a folder; choose another --save-dir")

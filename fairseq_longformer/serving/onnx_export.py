@@ -20,6 +20,7 @@ number of global tokens are computed in the graph), which the tests check by run
 at every length and batch. ``dynamo=True`` (``--dynamo``) is kept for when the TorchScript
 exporter is removed.
 """
+import importlib.util
 import logging
 import tempfile
 import warnings
@@ -42,6 +43,9 @@ PARTS = {
     "LEDForConditionalGeneration": ("led_encoder", ("last_hidden_state",)),
 }
 DEFAULT_OPSET = 18
+# the graph pads by a size computed in it (Pad with a tensor of sizes: opset 11); torch's TorchScript
+# exporter writes at most opset 20 (torch.onnx's ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET)
+OPSETS = range(11, 21)
 
 
 @dataclass
@@ -58,8 +62,10 @@ def load_source(source, dict_path=None, head_name: Optional[str] = None, encoder
 
     source = Path(source)
     if source.is_dir() and (source / "config.json").is_file():
-        folder = source
-        return _from_folder(transformers, folder)
+        from ..conversion.hf_import import check_folder
+
+        check_folder(source)  # transformers loads what it is given: the import's checks first
+        return _from_folder(transformers, source)
     from ..conversion.hf_export import export_checkpoint
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -70,6 +76,9 @@ def load_source(source, dict_path=None, head_name: Optional[str] = None, encoder
 def _from_folder(transformers, folder: Path):
     config = transformers.AutoConfig.from_pretrained(folder)
     architecture = (config.architectures or [None])[0]
+    if architecture is None:
+        raise ValueError(f"{str(folder / 'config.json')!r} names no model class (no \"architectures\"): add e.g. "
+                         f"\"architectures\": [\"LongformerForMaskedLM\"] for the folder's head (one of {', '.join(PARTS)})")
     if architecture not in PARTS:
         raise ValueError(f"{str(folder)!r} is a {architecture}: longformer-export-onnx writes "
                          f"{', '.join(PARTS)} (a Longformer with its head, or an LED)")
@@ -123,6 +132,12 @@ def export_onnx(source, out_dir, overwrite: bool = False, dict_path=None, head_n
         import onnx  # noqa: F401
     except ImportError as error:
         raise ImportError(f"ONNX export needs onnx (pip install 'fairseq-longformer[onnx]'): {error}") from error
+    if opset not in OPSETS:  # refused before anything is loaded (torch would fail late, printing its graph)
+        raise ValueError(f"--opset {opset}: longformer-export-onnx writes opsets {OPSETS[0]} to {OPSETS[-1]} (the "
+                         f"graph needs {OPSETS[0]}, torch's exporter stops at {OPSETS[-1]}): e.g. --opset {DEFAULT_OPSET}")
+    if dynamo and importlib.util.find_spec("onnxscript") is None:
+        raise ImportError("--dynamo: torch's torch.export-based exporter needs onnxscript: pip install onnxscript "
+                          "(or leave --dynamo out: the default exporter writes the same graph)")
     check_output_dir(out_dir, overwrite, [source])
     model = load_source(source, dict_path, head_name, encoder_only)
     stem, module, outputs = graph_module(model)

@@ -118,8 +118,10 @@ def window_multiple(windows: List[int]) -> int:
 
 
 class _PaddedInputs(nn.Module):
-    """Pads (B, N) inputs to a multiple of P inside the graph; merges the masks as transformers does
-    (a padding token is never global)."""
+    """Pads (B, N) inputs to a multiple of P inside the graph; merges the masks as transformers'
+    LongformerModel and LEDEncoder do: m = attention_mask * (global_attention_mask + 1), then m <= 0
+    is padding, m = 1 a local token, m >= 2 a global one. So attention_mask = 2 (the original
+    Longformer API's "global") is global here too, and a padding token is never global."""
 
     def __init__(self, multiple: int, pad_id: int):
         super().__init__()
@@ -129,9 +131,8 @@ class _PaddedInputs(nn.Module):
         length = input_ids.shape[1]
         extra = (self.multiple - length % self.multiple) % self.multiple
         ids = F.pad(input_ids, (0, extra), value=self.pad_id)
-        padding = F.pad(attention_mask, (0, extra), value=0) == 0
-        is_global = (F.pad(global_attention_mask, (0, extra), value=0) != 0) & ~padding
-        return ids, padding, is_global
+        merged = F.pad(attention_mask * (global_attention_mask + 1), (0, extra), value=0)
+        return ids, merged <= 0, merged >= 2
 
 
 class LongformerGraph(nn.Module):

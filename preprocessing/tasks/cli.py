@@ -27,6 +27,7 @@ import shutil
 import sys
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
+from longformer_common.cli import one_line_errors
 from longformer_common.atomic import staged_folder
 
 from ..tokenizer import TokenizerSpec, train_sentencepiece
@@ -219,6 +220,7 @@ def prepare(a: argparse.Namespace) -> dict:
     return stats
 
 
+@one_line_errors
 def main(argv: Optional[Sequence[str]] = None) -> int:
     a = parse_args(sys.argv[1:] if argv is None else argv)
     try:

@@ -1,6 +1,7 @@
 """``longformer-coref-score KEY RESPONSE``: score a coreference response against a key, both
 CoNLL-2012 files or folders of ``*_conll`` files (documents paired by their ``#begin document``
-id and part), as the official scorer (conll/reference-coreference-scorers v8.01) does: recall,
+line, literally: ``part 0`` is not ``part 000``; the unpaired are named in one warning line), as
+the official scorer (conll/reference-coreference-scorers v8.01) does: recall,
 precision and F1 of the mention identification and of MUC, B-cubed, CEAF-m and CEAF-e, in the
 scorer's own lines (counts, then percentages cut to two decimals), and the CoNLL score (the mean
 F1 of MUC, B-cubed and CEAF-e). ``--json``: the same as one JSON object with full precision.
@@ -17,7 +18,9 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-from .conll2012 import OUTSIDE, CorefDocument, read_documents
+from longformer_common.cli import one_line_errors
+
+from .conll2012 import BEGIN, OUTSIDE, CorefDocument, read_documents
 from ..evaluation.coref import CONLL_METRICS, MAX_REPEATED, METRICS, Counts, TooManyRepeatedMentions, conll_f1, \
     score_documents
 
@@ -54,7 +57,18 @@ def _read(role: str, path: str) -> Dict[str, CorefDocument]:
     if bad:
         more = f" (and {len(bad) - 1} more bad records)" if len(bad) > 1 else ""
         sys.exit(f"{PROG}: error: {role} {bad[0]}{more}; fix the file (the official scorer stops there too)")
-    return {d.key: d for d in documents}
+    return {scorer_name(d): d for d in documents}
+
+
+def scorer_name(document: CorefDocument) -> str:
+    """What the official scorer pairs documents by: the ``#begin document`` line's text after
+    "begin document ", character for character (``(ID); part 000`` and ``(ID); part 0`` differ)."""
+    return BEGIN.match(document.header).group(1)
+
+
+def _some(names: List[str]) -> str:
+    shown = ", ".join(repr(name) for name in names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def score_files(key_path: str, response_path: str) -> Dict[str, Counts]:
@@ -66,14 +80,16 @@ def score_files(key_path: str, response_path: str) -> Dict[str, Counts]:
                  f"their '#begin document (ID); part N' line; KEY has e.g. {next(iter(keys))!r})")
     for k in common:
         if len(keys[k]) != len(responses[k]):
-            sys.exit(f"{PROG}: error: document {k}: RESPONSE has {len(responses[k])} words, KEY {len(keys[k])}; "
+            sys.exit(f"{PROG}: error: document {keys[k].key}: RESPONSE has {len(responses[k])} words, KEY {len(keys[k])}; "
                      "the response must keep the key's rows")
-    missing = len(keys) - len(common)
-    extra = len(responses) - len(common)
-    if missing:
-        print(f"{PROG}: {missing} KEY documents have no response: scored as empty responses", file=sys.stderr)
-    if extra:
-        print(f"{PROG}: {extra} RESPONSE documents are not in KEY: ignored", file=sys.stderr)
+    missing = [k for k in keys if k not in responses]
+    extra = [k for k in responses if k not in keys]
+    if missing or extra:  # one warning line naming them
+        said = ([f"{len(missing)} KEY documents have no response (scored as empty responses): {_some(missing)}"]
+                if missing else []) + ([f"{len(extra)} RESPONSE documents are not in KEY (ignored): {_some(extra)}"]
+                                       if extra else [])
+        print(f"{PROG}: warning: {'; '.join(said)}; documents pair by their '#begin document' line character for "
+              "character, as the official scorer pairs them", file=sys.stderr)
     try:
         return score_documents({k: d.entities for k, d in keys.items()},
                                {k: d.entities for k, d in responses.items()}, max_repeated=MAX_REPEATED)
@@ -100,6 +116,7 @@ def as_json(scores: Dict[str, Counts]) -> dict:
     return out
 
 
+@one_line_errors
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("key", metavar="KEY", help="the key: a CoNLL-2012 file or a folder of *_conll files")

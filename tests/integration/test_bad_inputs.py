@@ -6,10 +6,9 @@ every file's bytes and every folder, before and after).
 
 The console scripts run in-process (their ``main(argv)``); fairseq's CLIs run as subprocesses (they
 parse sys.argv and report through the plugin's excepthook). ``test_print_table`` prints the table
-of commands x inputs -> outcomes (run with -s to see it).
+of commands x inputs -> outcomes and fails when a selected case recorded none.
 """
 import contextlib
-import errno
 import hashlib
 import io
 import json
@@ -31,6 +30,7 @@ from tests.support.in_process import run_fairseq_in_process
 from tests.support.finetune_data import classification_data, kjv_jsonl  # noqa: F401  (fixtures)
 from tests.plugin.test_checkpoints import RunsCode, stock_roberta  # noqa: F401  (fixture: a fairseq-train checkpoint)
 from tests.support.corrupt import flipped_copy
+from tests.support.system_states import disk_full, locked, onnx_disk_full, read_only, torchrun
 
 BIN = Path(sys.executable).parent
 PLUGIN = str(REPO / "fairseq_longformer")
@@ -96,6 +96,12 @@ def _world_files(world: Path, stock: Path, classification: Path) -> None:
     (world / "hotpot" / "valid.hotpot.jsonl").write_text("")
     (world / "hotpot" / "dev.json").write_text("[]")
     _broken_data(world, Path(state["cfg"]["task"]["data"]))
+    _hf_folders(world)
+    (world / "dangling").symlink_to(world / "gone")  # an output path that is a link to nothing
+    (world / "locked").mkdir()  # a folder the user may not write in (condition: locked)
+    (world / "prepared").mkdir()  # longformer-prepare-task's --destdir of an earlier run
+    (world / "prepared" / "dict.txt").write_text("x 1\n")
+    (world / "prepared" / ".written-by-fairseq-longformer").write_text("")
     (world / "busy").mkdir()  # the --save-dir of a training that runs now (the test holds its lock)
     (world / "ro").mkdir()  # on a read-only disk (condition: read_only)
     (world / "evilsave").mkdir()  # a finished run's folder whose checkpoint holds code
@@ -103,6 +109,42 @@ def _world_files(world: Path, stock: Path, classification: Path) -> None:
     (world / "evilsave" / "train.log").write_text("".join(
         f"2026-01-01 00:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {9 - u / 10} | "
         f"bpc {9 - u / 10} | acc 10 | num_updates {u}\n" for u in (1, 2)))
+
+
+def _hf_folders(world: Path) -> None:
+    """Hugging Face folders as a user may hold them: a tiny Longformer MLM (model.safetensors), the
+    same as pytorch_model.bin with one flipped bit, truncated, without weights, with a config that
+    disagrees with its tensors, is not JSON or names no architecture; a classifier whose labels
+    repeat a name."""
+    import transformers
+
+    config = transformers.LongformerConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=66, attention_window=[8], pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        sep_token_id=2, layer_norm_eps=1e-5)
+    torch.manual_seed(0)
+    mlm = transformers.LongformerForMaskedLM(config)
+    mlm.save_pretrained(world / "hfl")
+    torch.save(mlm.state_dict(), world / "pytorch_model.bin")  # what transformers 4 wrote (torch.save's zip)
+    flipped_copy(world / "pytorch_model.bin", world / "hf_bin_flipped" / "pytorch_model.bin")
+    (world / "hf_bin_flipped" / "config.json").write_bytes((world / "hfl" / "config.json").read_bytes())
+    weights = (world / "hfl" / "model.safetensors").read_bytes()
+    for name in ("hf_truncated", "hf_noweights", "hf_vocab", "hf_badjson", "hf_noarch"):
+        (world / name).mkdir()
+        (world / name / "config.json").write_bytes((world / "hfl" / "config.json").read_bytes())
+        if name != "hf_noweights":
+            (world / name / "model.safetensors").write_bytes(weights[: len(weights) // 2] if name == "hf_truncated"
+                                                             else weights)
+    stated = json.loads((world / "hfl" / "config.json").read_text())
+    (world / "hf_vocab" / "config.json").write_text(json.dumps({**stated, "vocab_size": 60}))
+    (world / "hf_badjson" / "config.json").write_text("{not json")
+    (world / "hf_noarch" / "config.json").write_text(json.dumps({k: v for k, v in stated.items()
+                                                                 if k != "architectures"}))
+    labels = {0: "pos", 1: "neg", 2: "pos", 3: "neutral"}
+    torch.manual_seed(0)
+    transformers.LongformerForSequenceClassification(transformers.LongformerConfig(
+        **{**config.to_dict(), "id2label": labels, "label2id": {v: k for k, v in labels.items()}})
+    ).save_pretrained(world / "hf_cls_dup")
 
 
 def _broken_data(world: Path, data: Path) -> None:
@@ -143,7 +185,8 @@ def snapshot(world: Path) -> dict:
             seen[os.path.relpath(os.path.join(root, name), world)] = "dir"
         for name in files:
             path = os.path.join(root, name)
-            seen[os.path.relpath(path, world)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            seen[os.path.relpath(path, world)] = ("link to " + os.readlink(path) if os.path.islink(path)
+                                                  else hashlib.sha256(Path(path).read_bytes()).hexdigest())
     return seen
 
 
@@ -158,33 +201,6 @@ def tiny_train(*extra: str) -> List[str]:
 def train_on(data: str, *extra: str) -> List[str]:
     """``tiny_train`` on another data folder, validating (the valid split is read)."""
     return [data, *(flag for flag in tiny_train(*extra)[1:] if flag != "--disable-validation")]
-
-
-def read_only(monkeypatch: pytest.MonkeyPatch, world: Path) -> None:
-    """world/ro is on a read-only disk: what the kernel answers to creating anything in it."""
-    real_mkdir, real_open = os.mkdir, os.open
-    inside = str(world / "ro")
-
-    def refuse(path):
-        if os.path.abspath(os.fspath(path)).startswith(inside + os.sep):
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
-
-    monkeypatch.setattr(os, "mkdir", lambda path, *a, **k: refuse(path) or real_mkdir(path, *a, **k))
-    monkeypatch.setattr(os, "open", lambda path, flags, *a, **k: (refuse(path) if flags & os.O_CREAT else None)
-                        or real_open(path, flags, *a, **k))
-
-
-def disk_full(monkeypatch: pytest.MonkeyPatch, world: Path) -> None:
-    """The disk fills up while a checkpoint is written: half of it lands, then ENOSPC."""
-    real_save = torch.save
-
-    def save(obj, f, *args, **kwargs):
-        buffer = io.BytesIO()
-        real_save(obj, buffer, *args, **kwargs)
-        f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(torch, "save", save)
 
 
 def hydra_train(world: Path, *overrides: str) -> List[str]:
@@ -292,6 +308,30 @@ CASES = [
         "--num-workers", "0", "--save-dir", "run", "--train-mask-prob", "1.5"], "--train-mask-prob", "(0, 1)", in_process=True),
     Case("fairseq-hydra-train", "attention_dropout out of range", lambda w: hydra_train(w, "model.attention_dropout=1.5"), "--attention-dropout 1.5", "[0, 1)"),
     Case("longformer-report", "checkpoint holds code (no bpc.png)", lambda w: ["--data", "data", "--save-dir", "evilsave", "--checkpoint", "model.pt"], "evilsave/model.pt", TRUST),
+    # issue 49: what a new user still met
+    Case("longformer-export-onnx", "HF folder: flipped bit in pytorch_model.bin", lambda w: ["hf_bin_flipped", "out"], "hf_bin_flipped/pytorch_model.bin", CORRUPT),
+    Case("longformer-export-onnx", "HF folder: truncated model.safetensors", lambda w: ["hf_truncated", "out"], "hf_truncated", "download the folder again"),
+    Case("longformer-export-onnx", "HF folder: no weights", lambda w: ["hf_noweights", "out"], "hf_noweights", "model.safetensors"),
+    Case("longformer-export-onnx", "HF folder: vocab_size not the tensors'", lambda w: ["hf_vocab", "out"], "vocab_size = 60", "download the folder again"),
+    Case("longformer-export-onnx", "HF folder: config.json not JSON", lambda w: ["hf_badjson", "out"], "hf_badjson/config.json", "Download the folder again"),
+    Case("longformer-export-onnx", "HF folder: config.json without architectures", lambda w: ["hf_noarch", "out"], "hf_noarch/config.json", '"architectures"'),
+    Case("longformer-export-onnx", "--opset 7 (too old), output in new folders", lambda w: ["hfl", "new/sub/out", "--opset", "7"], "--opset 7", "--opset 18"),
+    Case("longformer-export-onnx", "--opset 99 (too new), output in new folders", lambda w: ["hfl", "new/sub/out", "--opset", "99"], "--opset 99", "--opset 18"),
+    Case("longformer-export-onnx", "output a dangling symlink", lambda w: ["hfl", "dangling"], "dangling", "symbolic link"),
+    Case("longformer-export-onnx", "--dynamo without onnxscript", lambda w: ["hfl", "out", "--dynamo"], "--dynamo", "pip install onnxscript"),
+    Case("longformer-export-onnx", "output in a folder not writable", lambda w: ["hfl", "locked/out"], "locked/out", "write to", condition=locked),
+    Case("longformer-export-onnx", "disk full while writing", lambda w: ["hfl", "out"], "out", "free space", condition=onnx_disk_full),
+    Case("longformer-import-hf", "id2label repeats a name", lambda w: ["hf_cls_dup", "out"], "'pos'", "id2label"),
+    Case("longformer-import-hf", "output in a folder not writable", lambda w: ["hfl", "locked/out"], "locked/out", "write to", condition=locked),
+    Case("longformer-import-hf", "disk full while saving", lambda w: ["hfl", "out"], "out", "free space", condition=disk_full),
+    Case("longformer-import-hf", "output a dangling symlink", lambda w: ["hfl", "dangling"], "dangling", "symbolic link"),
+    Case("longformer-prepare-task", "second run, same --destdir", lambda w: ["classification", "--train", "kjv/classification.train.jsonl", "--valid", "kjv/classification.valid.jsonl", "--train-sentencepiece", "40", "--destdir", "prepared"], "prepared", "--overwrite"),
+    Case("longformer-prepare-task", "--destdir in a folder not writable", lambda w: ["classification", "--train", "kjv/classification.train.jsonl", "--valid", "kjv/classification.valid.jsonl", "--train-sentencepiece", "40", "--destdir", "locked/out"], "locked/out", "write to", condition=locked),
+    Case("longformer-select-paragraphs", "--threshold nan", lambda w: ["--checkpoint", "ckdir/model.pt", "--data", "hotpot", "--split", "valid=hotpot/dev.json", "--destdir", "out", "--threshold", "nan"], "--threshold nan", "finite"),
+    Case("longformer-select-paragraphs", "--threshold -inf", lambda w: ["--checkpoint", "ckdir/model.pt", "--data", "hotpot", "--split", "valid=hotpot/dev.json", "--destdir", "out", "--threshold=-inf"], "--threshold -inf", "finite"),
+    Case("longformer-select-paragraphs", "--split name is a path", lambda w: ["--checkpoint", "ckdir/model.pt", "--data", "hotpot", "--split", "../x/valid=hotpot/dev.json", "--destdir", "out"], "../x/valid", "--split valid="),
+    Case("longformer-select-paragraphs", "--destdir in a folder not writable", lambda w: ["--checkpoint", "ckdir/model.pt", "--data", "hotpot", "--split", "valid=hotpot/dev.json", "--destdir", "locked/out"], "locked/out", "write to", condition=locked),
+    Case("fairseq-train", "torchrun 2 processes, no --distributed-world-size", lambda w: tiny_train(), "WORLD_SIZE=2", "--distributed-world-size 2", in_process=True, condition=torchrun),
 ]
 
 
@@ -326,11 +366,12 @@ def run_subprocess(command: str, argv: List[str], cwd: Path) -> Tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def world(stock_roberta, classification_data, tmp_path_factory) -> Path:  # noqa: F811
+def world(stock_roberta, classification_data, kjv_jsonl, tmp_path_factory) -> Path:  # noqa: F811
     from longformer_common.atomic import hold_folder
 
     folder = tmp_path_factory.mktemp("world")
     _world_files(folder, stock_roberta, classification_data)
+    (folder / "kjv").symlink_to(kjv_jsonl)
     busy = hold_folder(folder / "busy")  # a training in another process holds it so
     yield folder
     os.close(busy)
@@ -373,8 +414,17 @@ def test_bad_input(case: Case, world: Path, monkeypatch, request):
     assert not problems, f"{'; '.join(problems)}\n{stderr[-3000:]}"
 
 
-def test_print_table(capsys):
+def test_print_table(request, capsys):
+    """The table of every case that ran; each selected case recorded exactly one outcome (a case
+    whose run never got to its checks, e.g. a fixture that failed, is reported here)."""
     with capsys.disabled():
         print(f"\n{'command':30s} | {'bad input':40s} | outcome")
         for command, bad_input, outcome in OUTCOMES:
             print(f"{command:30s} | {bad_input:40s} | {outcome}")
+    names = [(case.command, case.bad_input) for case in CASES]
+    assert len(set(names)) == len(names), "two cases share a command and bad input: the table cannot tell them apart"
+    selected = [(item.callspec.params["case"].command, item.callspec.params["case"].bad_input)
+                for item in request.session.items if getattr(item, "originalname", None) == "test_bad_input"]
+    recorded = [(command, bad_input) for command, bad_input, _ in OUTCOMES]
+    assert sorted(recorded) == sorted(selected), f"cases without an outcome: {sorted(set(selected) - set(recorded))}"
+    assert all(outcome.startswith("exit ") and not outcome.startswith("exit 0") for *_, outcome in OUTCOMES)

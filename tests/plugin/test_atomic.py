@@ -117,3 +117,52 @@ def test_stale_staging_folders_are_swept_and_live_ones_kept(tmp_path, caplog):
         os.close(fd)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hf.live99.partial", "hf"]
     assert str(stale) in caplog.text and "killed" in caplog.text
+
+
+def test_a_failed_staging_leaves_no_parent_folder_it_made(tmp_path):
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(RuntimeError):
+        with staged_folder(tmp_path / "kept" / "new" / "sub" / "out") as tmp:
+            (tmp / "half").write_text("x")
+            raise RuntimeError("the export failed")
+    assert sorted(os.listdir(tmp_path)) == ["kept"] and os.listdir(tmp_path / "kept") == []
+
+
+def test_a_full_disk_is_reported_on_the_output_folder(tmp_path):
+    import errno
+
+    with pytest.raises(OSError) as raised:
+        with staged_folder(tmp_path / "new" / "out"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a writer that names no file
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "new" / "out")
+    assert os.listdir(tmp_path) == []
+
+
+def test_output_links_are_refused_before_any_work(tmp_path):
+    from longformer_common.atomic import check_output_dir
+
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    for name in ("dangling", "link"):
+        with pytest.raises(FileExistsError, match="symbolic link"):
+            check_output_dir(tmp_path / name)
+    assert sorted(os.listdir(tmp_path)) == ["dangling", "link", "real"]
+
+
+def test_an_unwritable_parent_is_refused_naming_the_output(tmp_path, monkeypatch):
+    """mkdtemp's PermissionError in a folder the user may not write in names the output the user
+    gave, before any work (the tests run as root: simulated)."""
+    import errno
+    import tempfile
+
+    from longformer_common.atomic import check_output_dir
+
+    def refuse(suffix=None, prefix=None, dir=None):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.path.join(dir, f"{prefix}xyz{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    with pytest.raises(PermissionError) as raised:
+        check_output_dir(tmp_path / "a" / "out")
+    assert raised.value.filename == str(tmp_path / "a" / "out") and str(tmp_path) in raised.value.strerror
+    assert os.listdir(tmp_path) == []

@@ -122,3 +122,21 @@ def test_a_grown_dictionary_keeps_every_pretrained_row_and_the_mask_row(kjv_data
     torch.testing.assert_close(after[:old_mask], before[:old_mask], atol=1e-6, rtol=0)
     torch.testing.assert_close(after[old_mask + 1], before[old_mask], atol=1e-6, rtol=0)  # <mask> -> <mask>
     assert (after[old_mask] - before[old_mask]).abs().max() > 1e-3  # the new symbol: not the pretrained <mask>
+
+
+def test_torchrun_without_the_world_size_is_named(monkeypatch, tmp_path):
+    """torchrun's WORLD_SIZE=2 with fairseq training alone (no process group) is refused naming
+    the flag; one process (WORLD_SIZE=1), no torchrun, or a joined process group are not."""
+    claim_save_dir = save_dir.claim_save_dir
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", "1"), ("LOCAL_RANK", "1")):
+        monkeypatch.setenv(name, value)
+    with pytest.raises(UserInputError, match=r"WORLD_SIZE=2.*--distributed-world-size 2"):
+        claim_save_dir(str(tmp_path / "run"))
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)  # fairseq joined torchrun's group
+    claim_save_dir(str(tmp_path / "run"))
+    monkeypatch.undo()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    claim_save_dir(str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()

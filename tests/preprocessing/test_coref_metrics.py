@@ -247,3 +247,22 @@ def test_documents_pair_by_key_and_the_unpaired_are_said(tmp_path, capsys):
     scores = json.loads(captured.out)
     assert (scores["muc"]["recall_num"], scores["muc"]["recall_den"]) == (1, 2)  # nw/z found, nw/x empty
     assert "1 KEY documents have no response" in captured.err and "1 RESPONSE documents are not in KEY" in captured.err
+
+
+def test_headers_pair_literally_as_the_official_scorer_does(tmp_path, capsys):
+    """The scorer pairs ``#begin document (ID); part 000`` with that exact text: a response header
+    ``part 0`` (or two spaces) pairs with nothing, so that document scores as an empty response,
+    and the warning names it; the score is the one without it."""
+    two = GOOD + GOOD.replace("nw/x", "nw/z")
+    (tmp_path / "key_conll").write_text(two)
+    (tmp_path / "alone_conll").write_text(GOOD.replace("nw/x", "nw/z"))
+    for header in ("#begin document (nw/x); part 0", "#begin document (nw/x);  part 000"):
+        (tmp_path / "response_conll").write_text(GOOD.replace("#begin document (nw/x); part 000", header)
+                                                 + GOOD.replace("nw/x", "nw/z"))
+        assert main([str(tmp_path / "key_conll"), str(tmp_path / "response_conll"), "--json"]) == 0
+        captured = capsys.readouterr()
+        assert main([str(tmp_path / "key_conll"), str(tmp_path / "alone_conll"), "--json"]) == 0
+        assert json.loads(captured.out) == json.loads(capsys.readouterr().out)  # as if nw/x had no response
+        warning = [line for line in captured.err.splitlines() if "warning" in line]
+        assert len(warning) == 1 and "'(nw/x); part 000'" in warning[0] and repr(header[len("#begin document "):]) \
+            in warning[0]

@@ -21,6 +21,8 @@ from dataclasses import replace
 
 import torch
 
+from longformer_common.cli import one_line_errors
+
 from ..bench import matmul_limit, results_page
 from ..bench.contenders import CONTENDERS, Case
 from ..bench.measure import MEMORY_HELP, Result
@@ -154,6 +156,7 @@ def replot(json_path: str, markdown_path=None) -> int:
     return 0
 
 
+@one_line_errors
 def main(argv=None) -> int:
     from tqdm import tqdm
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from dataclasses import asdict
 
+from longformer_common.cli import one_line_errors
 from longformer_common import quiet
 
 from ..bench.hf_accelerate import CASES, Sizes, page, run_case
@@ -52,6 +53,7 @@ def _commit() -> str:
         return "unknown"
 
 
+@one_line_errors
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+from longformer_common.cli import one_line_errors
+
 from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, format_rows, ratio_rows
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
@@ -65,6 +67,7 @@ def page(report: dict, json_path: str, markdown_path: str) -> str:
                                    markdown_path)
 
 
+@one_line_errors
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replot:

@@ -15,6 +15,8 @@ import os
 import sys
 import time
 
+from longformer_common.cli import one_line_errors
+
 from ..bench.lm_step import MODELS, LMStepCase, format_rows, loss_check, ratio_rows
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
@@ -68,6 +70,7 @@ def page(report: dict, json_path: str, markdown_path: str) -> str:
                                    markdown_path, step="step")
 
 
+@one_line_errors
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replot:

@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+from longformer_common.cli import one_line_errors
+
 from ..bench.measure import MEMORY_HELP
 from ..bench.mlm_step import MODELS, MLMStepCase, format_rows, import_models, loss_check, ratio_rows
 from ..bench.workers import run_side_by_side
@@ -84,6 +86,7 @@ def page(report: dict, json_path: str, markdown_path: str) -> str:
     return results_page.model_page(report, build_parser(), PROG, title, MODELS, json_path, markdown_path, step="step")
 
 
+@one_line_errors
 def main(argv=None) -> int:
     from tqdm import tqdm
 

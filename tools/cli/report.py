@@ -14,6 +14,8 @@ import logging
 import sys
 from pathlib import Path
 
+from longformer_common.cli import one_line_errors
+
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="longformer-report", description=__doc__.split("\n\n")[0])
@@ -45,6 +47,7 @@ def _fill_mask(args):
         sys.exit(f"longformer-report: error: {error}")
 
 
+@one_line_errors
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # the report is for a person: fairseq's INFO lines (model config dumps, data loading) are not

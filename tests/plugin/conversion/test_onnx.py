@@ -122,6 +122,24 @@ def test_onnxruntime_matches_pytorch(exported, part, case):
         assert diff < TOL, (part, case, diff)
 
 
+@pytest.mark.parametrize("part", ["encoder_mlm", "led_encoder"])
+def test_attention_mask_2_is_global_as_in_transformers(exported, part):
+    """attention_mask = 2 marks a global token in transformers' LongformerModel / LEDEncoder (and
+    the original Longformer API): the graph gives transformers' outputs for it, with and without a
+    global_attention_mask beside it, and not those of a local token."""
+    model, session = exported[part]
+    ids, attention, glob = _batch([97, 60], [[], [3]], seed=7)
+    attention[0, [0, 40]] = 2  # global through attention_mask alone; row 1 keeps global_attention_mask
+    attention[1, 5] = 2  # both ways at once
+    feed = {"input_ids": ids.numpy(), "attention_mask": attention.numpy(), "global_attention_mask": glob.numpy()}
+    ours = torch.from_numpy(session.run(None, feed)[0])
+    reference = _stock(part, model, ids, attention, glob)[0]
+    as_local = _stock(part, model, ids, attention.clamp(max=1), glob)[0]
+    valid = attention.bool()
+    assert (ours - reference)[valid].abs().max() < TOL
+    assert (as_local - reference)[valid].abs().max() > 100 * TOL  # the case tells global from local
+
+
 def test_from_a_fairseq_checkpoint_and_refusals(exported, tmp_path, capsys):
     """A fairseq checkpoint (imported from the MLM's folder) exports to the same graph; a folder
     that is not a Longformer or LED is refused in one line, nothing written."""
