@@ -3,7 +3,7 @@ checkpointing off and on, the batch filling the GPU) of our longformer_base mask
 transformers' LongformerForMaskedLM and a RoBERTa with dense SDPA attention at 4,096 tokens, the
 LED-large encoder at 16,384 and the char-LM at its longest phase: tokens/s, peak memory, MFU
 against the bf16 matmul rate measured in the same run. On the CPU the same code at tiny sizes.
-The measuring code is ``longformer_tools/bench/train_steps.py``; the FLOP count ``model_flops.py``.
+The measuring code is ``longformer_tools/bench/train_steps.py``; the FLOP count ``longformer_tools/flops.py``.
 """
 import argparse
 import json

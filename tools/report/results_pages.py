@@ -22,6 +22,8 @@ from typing import Callable, Dict
 
 from longformer_common.provenance import REPO
 
+from ..gpu import compile_page
+
 RESULTS = "docs/results"
 UNRENDERED_MARK = "Not rendered from stored data"
 
@@ -53,9 +55,7 @@ def _gpu() -> str:
 
 
 def _compile_table() -> str:
-    from longformer_kernels import triton_compile_page
-
-    return triton_compile_page()
+    return compile_page.seed_page()
 
 
 def _core_dropout() -> str:
