@@ -5,4 +5,5 @@ library, never torch, fairseq or another package of this project.
 
     atomic       writing files and folders so that no reader sees half of one; folder locks
     provenance   the commit, machine (CPU model), date and load average of a measurement
+    results      a results page and its record (NAME.json, NAME.md), stamped with provenance
 """

@@ -6,13 +6,14 @@ a 512-subword segment boundary). Writes docs/results/coref_small.{md,json} with 
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from longformer_common.provenance import provenance_line
+from longformer_common.results import stamped, write_page
 from longformer_experiments.coref_small.documents import verses, write_split
 from longformer_experiments.runner import (KJV, PLUGIN, REPO, compare, markdown_table, ordering_verdict,
                                            regenerate_note, run, summarize)
@@ -70,9 +71,10 @@ def train_one(a, data: Path, row: str, seed: int, work: Path) -> dict:
 def page(saved: dict) -> str:
     """The markdown page of a finished run from its stored report alone (docs/results/coref_small.json:
     ``args``, ``results``: row -> seed -> {subset: CoNLL F1, seconds}, ``tokens``: mean subwords per
-    valid document near and far, ``seconds``, ``load``, ``commit``, ``date``)."""
+    valid document near and far, ``seconds``, ``provenance``: the machine and the load average at
+    the end of training, as ``longformer_common.results.stamped`` records them)."""
     a = argparse.Namespace(**saved["args"])
-    results, seconds, load = saved["results"], saved["seconds"], saved["load"]
+    results, seconds = saved["results"], saved["seconds"]
     header = ["reading", "CoNLL F1 near", "CoNLL F1 far (> 512)", *[f"seed {s} near / far" for s in a.seeds]]
     rows, summaries = [], {}
     for row in ROWS:
@@ -102,16 +104,10 @@ def page(saved: dict) -> str:
                 "models predict no links at all), so this table cannot tell the two readings apart; it "
                 "needs more updates than the shared CPU allowed (see the arguments)."]
                if all(per[s] == 0 for row in ROWS for per in results[row].values() for s in SUBSETS) else []), "",
-             f"Machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, load average at "
-             f"the end of training {'not recorded' if load is None else f'{load:.1f}'} (a machine shared with "
-             f"other jobs); total {seconds:.0f} s. Measured on commit {saved['commit']}, {saved['date']}.", "",
+             f"Total {seconds:.0f} s on a machine shared with other jobs (the load average that follows is the one at "
+             f"the end of training). {provenance_line(saved.get('provenance'))}", "",
              regenerate_note(MODULE, ["--write-docs"])]
     return "\n".join(lines) + "\n"
-
-
-def commit() -> str:
-    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
 
 
 def main(argv=None) -> int:
@@ -139,14 +135,11 @@ def main(argv=None) -> int:
     else:
         results = {row: {str(seed): train_one(a, data, row, seed, a.work) for seed in a.seeds} for row in ROWS}
         splits = stats["splits"]
-        saved = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0],
-                 "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]},
-                 "commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        saved = stamped({"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+                         "results": results, "seconds": time.time() - start,
+                         "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]}})
     text = page(saved)
     print(text)
     if a.write_docs:
-        out = REPO / "docs" / "results"
-        (out / "coref_small.json").write_text(json.dumps(saved, indent=2) + "\n")
-        (out / "coref_small.md").write_text(text)
+        write_page("coref_small", saved, text)
     return 0

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from longformer_common.results import stamped, write_page
 import longformer_experiments.global_ablation as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
 from longformer_experiments.runner import (REPO, add_needle_ablation_arguments, beats_every_seed,
@@ -152,11 +153,10 @@ def main(argv=None) -> int:
     total = round(time.time() - started)
     text += f"total {total} s\n\n{regenerate_note(MODULE, argv)}\n"
     print(text, end="")
-    (a.out / "ablation.md").write_text(text)
-    (a.out / "ablation.json").write_text(json.dumps({
+    write_page("ablation", stamped({
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
         "chance": chance, "longest_tokens": longest, "table": table, "no_global_clearly_worst": verdict,
-        "projections": projections_verdict(table), "seconds": total}, indent=2) + "\n")
+        "projections": projections_verdict(table), "seconds": total}), text, a.out)
     if NO_GLOBAL in table and len(table) > 1 and not verdict:
         print("FAILED: \"no global\" is not below every other row on every seed", file=sys.stderr)
         return 1

@@ -1,15 +1,14 @@
 """HotpotQA's two stages in small: data, the per-seed pipelines, the table; see the package's docstring."""
 import argparse
 import json
-import os
-import platform
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 import longformer_experiments.hotpotqa_small as package
+from longformer_common.provenance import provenance_line
+from longformer_common.results import stamped, write_page
 from longformer_experiments.hotpotqa_small.data import records
 from longformer_experiments.runner import KJV, PLUGIN, REPO, beats_every_seed, markdown_table, regenerate_note, run, \
     summarize
@@ -142,18 +141,6 @@ def parse_args(argv=None):
     return a
 
 
-def stamp() -> str:
-    """The commit (with "+changes" when the tree differs from it), the CPU and the date of a run."""
-    def git(*args):
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else \
-        platform.processor()
-    changes = "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
-    return f"commit {git('rev-parse', '--short', 'HEAD')}{changes}, {cpu} ({os.cpu_count()} cores), " \
-           f"{time.strftime('%Y-%m-%d', time.gmtime())} UTC"
-
-
 def summary(results: dict) -> dict:
     """{(stage, decoding): joint F1 per seed, its median and spread, mean answer and sp F1} over the seeds."""
     seeds = sorted(results)
@@ -173,26 +160,25 @@ def page(done: dict) -> str:
     results = {int(seed): run for seed, run in done["runs"].items()}
     seeds = sorted(results)
     text = (markdown(a, summary(results), {s: results[s]["selection"] for s in seeds}, seeds)
-            + f"\ntotal {round(done['seconds'])} s on CPU (load average {done['load']}). Measured on {done['stamp']}\n\n"
+            + f"\ntotal {round(done['seconds'])} s on CPU. {provenance_line(done.get('provenance'))}\n\n"
             + regenerate_note(MODULE, done["argv"]) + "\n")
     return "# HotpotQA's two stages and evidence decoding in small\n\n" + text
 
 
-def render(a, results: dict, seconds: float, load: str, argv, run_stamp: str) -> str:
+def render(a, results: dict, seconds: float, argv, measured_on=None) -> str:
     """The page of a finished run: OUT/table.json and OUT/table.md, and with --write-docs the docs page
     and its JSON (docs/results/NAME.md, NAME.json: the page is rendered again from the JSON by
-    longformer_tools.report.results_pages)."""
+    longformer_tools.report.results_pages). ``measured_on``: the provenance a stored run recorded
+    (None: this machine, now)."""
     table = summary(results)
-    done = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}, "argv": argv,
-            "seconds": seconds, "load": load, "stamp": run_stamp,
-            "table": {f"{s} / {d}": t for (s, d), t in table.items()}, "runs": results}
-    report = json.dumps(done, indent=2) + "\n"
-    text = page(json.loads(report))
-    (a.out / "table.md").write_text(text)
-    (a.out / "table.json").write_text(report)
+    done = stamped({"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+                    "argv": argv, "seconds": seconds, "table": {f"{s} / {d}": t for (s, d), t in table.items()},
+                    "runs": results, "provenance": measured_on})
+    done = json.loads(json.dumps(done))  # the page reads what the JSON holds (seeds as strings)
+    text = page(done)
+    write_page("table", done, text, a.out)
     if a.write_docs:
-        (REPO / "docs" / "results" / f"{a.docs_name}.json").write_text(report)
-        (REPO / "docs" / "results" / f"{a.docs_name}.md").write_text(text)
+        write_page(a.docs_name, done, text)
     return text
 
 
@@ -205,9 +191,9 @@ def main(argv=None) -> int:
         runs = {int(seed): run for seed, run in done["runs"].items()}
         ran = parse_args(done["argv"])  # the settings the run had
         ran.out, ran.write_docs, ran.docs_name = a.out, a.write_docs, a.docs_name
-        print(render(ran, runs, done["seconds"], done["load"], done["argv"], done["stamp"]), end="")
+        print(render(ran, runs, done["seconds"], done["argv"], done.get("provenance")), end="")
         return 0
-    started, run_stamp = time.time(), stamp()
+    started = time.time()
     raw = a.out / "json"
     raw.mkdir(exist_ok=True)
     made = records(a.kjv, 0, {"train": a.train_examples, "valid": a.valid_examples}, a.paragraphs)
@@ -228,6 +214,5 @@ def main(argv=None) -> int:
         t.join()
     if errors:
         raise SystemExit("\n".join(errors))
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(render(a, results, time.time() - started, load, argv, run_stamp), end="")
+    print(render(a, results, time.time() - started, argv), end="")
     return 0

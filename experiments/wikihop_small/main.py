@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from longformer_common.results import stamped, write_page
 import longformer_experiments.wikihop_small as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
 from longformer_experiments.runner import (PLUGIN, REPO, add_needle_ablation_arguments, beats_every_seed,
@@ -159,10 +160,8 @@ def main(argv=None) -> int:
              for row, by_seed in results.items()}
     text = markdown(table, a, longest) + f"\ntotal {round(time.time() - started)} s\n\n{regenerate_note(MODULE, argv)}\n"
     print(text, end="")
-    (a.out / "table.md").write_text(text)
-    (a.out / "table.json").write_text(json.dumps({
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-        "longest_tokens": longest, "table": table}, indent=2) + "\n")
+    write_page("table", stamped({"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+                                 "longest_tokens": longest, "table": table}), text, a.out)
     if a.write_docs:
         (REPO / "docs" / "results").mkdir(parents=True, exist_ok=True)
         (REPO / "docs" / "results" / "wikihop_small.md").write_text("# WikiHop ablation in small (Table 10)\n\n" + text)

@@ -22,6 +22,8 @@ from typing import Callable, Dict, List
 
 import torch
 
+from longformer_common.provenance import provenance_line
+
 CASES = ("longformer_forward", "longformer_fwd_bwd", "led_encoder_forward", "led_generate", "onnx_forward")
 # cases whose second model is not the accelerated one: what the "accelerated" column then holds
 CONTENDERS = {"onnx_forward": "onnxruntime"}
@@ -193,9 +195,8 @@ def page(report: dict) -> str:
                "led_encoder_forward": s["led_length"], "led_generate": s["gen_length"]}
     lines = [
         "# transformers' Longformer / LED, stock against `longformer_kernels.hf.accelerate` (CPU)", "",
-        f"Written by `{report['command']}`. Measured on commit {env['commit']}, {env['date']}, {env['processor']} "
-        f"({env['cpus']} CPUs, {s['threads']} torch threads), torch {env['torch']}, transformers "
-        f"{env['transformers']}. Random weights: {s['layers']} layer(s) of {s['hidden']} wide, {s['heads']} "
+        f"Written by `{report['command']}`. {provenance_line(report.get('provenance'))} {s['threads']} torch "
+        f"threads, torch {env['torch']}, transformers {env['transformers']}. Random weights: {s['layers']} layer(s) of {s['hidden']} wide, {s['heads']} "
         f"heads, FFN {s['ffn']}, one-sided window w = {s['window']} (attention_window {2 * s['window']}; LED "
         f"{s['led_window']}, attention_window {2 * s['led_window']}), "
         f"token 0 global, batch 1, fp32. {s['runs']} timed runs per model after one warm-up, interleaved.",

@@ -28,7 +28,7 @@ from ..bench.figure1 import plot, require_matplotlib
 from ..bench.ratios import add_ratios, format_table
 from ..bench.workers import run_side_by_side
 from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_run_arguments, load_report,
-                         memory_limit_mb, settings, write_report)
+                         memory_limit_mb, resolve_device, settings, write_report)
 
 CPU_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
 GPU_LENGTHS = CPU_LENGTHS + [32768]
@@ -86,10 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.device == "auto":
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but torch.cuda.is_available() is False")
+    resolve_device(parser, args)
     if args.lengths is None:
         args.lengths = GPU_LENGTHS if args.device == "cuda" else CPU_LENGTHS
     if args.impls is None:

@@ -22,8 +22,8 @@ from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, f
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report,
-                         memory_limit_mb, replot_model_report, write_report)
+from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, finish_model_report,
+                         memory_limit_mb, replot_model_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,17 +92,12 @@ def main(argv=None) -> int:
         results += run_side_by_side([case(impl, length) for impl in ENCODERS], quiet_below=args.quiet_below,
                                     quiet_wait=args.quiet_wait)
         print(f"N={length} done ({time.time() - started:.0f} s, load average {os.getloadavg()[0]:.1f})", flush=True)
-    rows = ratio_rows(results)
-    print(format_rows(rows))
     load_end = os.getloadavg()
     print("load average (1, 5, 15 min) at start {:.1f} {:.1f} {:.1f}, at end {:.1f} {:.1f} {:.1f}; {} cores".format(
         *load_start, *load_end, os.cpu_count()))
-    path = write_report(args, rows, started, environment={"load_average_at_start": load_start},
-                        check={"length": args.check_length, "max_abs_diff": difference})
-    if args.markdown:
-        results_page.write_page(page(load_report(path, ENCODERS), path, args.markdown), args.markdown)
-    print(f"wrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
-    return 0
+    return finish_model_report(args, ratio_rows(results), started, ENCODERS, format_rows, page,
+                               environment={"load_average_at_start": load_start},
+                               check={"length": args.check_length, "max_abs_diff": difference})
 
 
 if __name__ == "__main__":

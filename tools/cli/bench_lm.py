@@ -19,8 +19,8 @@ from ..bench.lm_step import MODELS, LMStepCase, format_rows, loss_check, ratio_r
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report,
-                         memory_limit_mb, replot_model_report, write_report)
+from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, finish_model_report,
+                         memory_limit_mb, replot_model_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,14 +100,7 @@ def main(argv=None) -> int:
         print(f"N={length}: peak memory, each model in a fresh process, then timing both side by side "
               f"({args.repeats} steps each)", flush=True)
         results += run_side_by_side(cases, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
-    rows = ratio_rows(results)
-    print()
-    print(format_rows(rows))
-    path = write_report(args, rows, started, loss_checks=checks)
-    if args.markdown:
-        results_page.write_page(page(load_report(path, MODELS), path, args.markdown), args.markdown)
-    print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
-    return 0
+    return finish_model_report(args, ratio_rows(results), started, MODELS, format_rows, page, loss_checks=checks)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from ..bench.mlm_step import MODELS, MLMStepCase, format_rows, import_models, lo
 from ..bench.workers import run_side_by_side
 from ..bench import results_page
 from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_page_path, check_run_arguments,
-                         load_report, memory_limit_mb, replot_model_report, write_report)
+                         finish_model_report, memory_limit_mb, replot_model_report)
 
 PROG = "longformer-bench-mlm"
 
@@ -126,14 +126,7 @@ def main(argv=None) -> int:
                     progress.write(f"{result.case.impl} N={length}: {result.status} {result.note}")
                 results.append(result)
                 progress.update(1)
-    rows = ratio_rows(results)
-    print()
-    print(format_rows(rows))
-    path = write_report(args, rows, started, loss_checks=checks)
-    if args.markdown:
-        results_page.write_page(page(load_report(path, MODELS), path, args.markdown), args.markdown)
-    print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
-    return 0
+    return finish_model_report(args, ratio_rows(results), started, MODELS, format_rows, page, loss_checks=checks)
 
 
 if __name__ == "__main__":
