@@ -12,11 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+from longformer_common.flags import add_flags
 from longformer_common.provenance import provenance_line
 from longformer_common.results import stamped, write_page
 from longformer_experiments.coref_small.documents import verses, write_split
 from longformer_experiments.runner import (KJV, PLUGIN, REPO, compare, markdown_table, ordering_verdict,
-                                           regenerate_note, run, summarize)
+                                           regenerate_note, run, settings, summarize)
+
 
 MODULE = "longformer_experiments.coref_small"
 ROWS = {"whole document (Longformer)": [], "512-subword segments (RoBERTa)": ["--segment-length", "512"]}
@@ -114,15 +116,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__)
     p.add_argument("--work", type=Path, default=REPO / "work" / "coref_small")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--updates", type=int, default=40)
-    p.add_argument("--train-docs", type=int, default=40)
-    p.add_argument("--valid-docs", type=int, default=6)
-    p.add_argument("--mentions", type=int, default=2)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--ffnn", type=int, default=32)
-    p.add_argument("--window", type=int, default=32)
-    p.add_argument("--positions", type=int, default=2048)
-    p.add_argument("--lr", type=float, default=3e-3)
+    add_flags(p, updates=40, train_docs=40, valid_docs=6, mentions=2, dim=64, ffnn=32, window=32, positions=2048,
+              lr=3e-3)
     p.add_argument("--write-docs", action="store_true", help="write docs/results/coref_small.{md,json}")
     p.add_argument("--render-only", action="store_true",
                    help="re-render the table from docs/results/coref_small.json and --work's data (no training)")
@@ -135,7 +130,7 @@ def main(argv=None) -> int:
     else:
         results = {row: {str(seed): train_one(a, data, row, seed, a.work) for seed in a.seeds} for row in ROWS}
         splits = stats["splits"]
-        saved = stamped({"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+        saved = stamped({"args": settings(a),
                          "results": results, "seconds": time.time() - start,
                          "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]}})
     text = page(saved)

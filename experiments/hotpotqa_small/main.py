@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 
 import longformer_experiments.hotpotqa_small as package
+from longformer_common.flags import add_flags
 from longformer_common.provenance import provenance_line
 from longformer_common.results import stamped, write_page
 from longformer_experiments.hotpotqa_small.data import records
-from longformer_experiments.runner import KJV, PLUGIN, REPO, beats_every_seed, markdown_table, regenerate_note, run, \
-    summarize
+from longformer_experiments.runner import (KJV, PLUGIN, REPO, beats_every_seed, markdown_table, regenerate_note, run,
+                                           settings, summarize)
 
 MODULE = "longformer_experiments.hotpotqa_small"
 BIN = Path(sys.executable).parent
@@ -119,16 +120,8 @@ def parse_args(argv=None):
     p.add_argument("--out", type=Path, default=REPO / "work" / "hotpotqa_small")
     p.add_argument("--kjv", type=Path, default=KJV)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--paragraphs", type=int, default=10)
-    p.add_argument("--train-examples", type=int, default=1600)
-    p.add_argument("--valid-examples", type=int, default=200)
-    p.add_argument("--updates", type=int, default=300)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--window", type=int, default=16)
+    add_flags(p, paragraphs=10, train_examples=1600, valid_examples=200, updates=300, batch_size=16, lr=1e-3,
+              layers=2, dim=64, heads=4, window=16)
     p.add_argument("--long", type=int, default=512, help="tokens per input (--max-input-tokens, --max-positions)")
     p.add_argument("--vocab", type=int, default=800)
     p.add_argument("--write-docs", action="store_true", help="also write docs/results/DOCS_NAME.md")
@@ -171,7 +164,7 @@ def render(a, results: dict, seconds: float, argv, measured_on=None) -> str:
     longformer_tools.report.results_pages). ``measured_on``: the provenance a stored run recorded
     (None: this machine, now)."""
     table = summary(results)
-    done = stamped({"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+    done = stamped({"settings": settings(a),
                     "argv": argv, "seconds": seconds, "table": {f"{s} / {d}": t for (s, d), t in table.items()},
                     "runs": results, "provenance": measured_on})
     done = json.loads(json.dumps(done))  # the page reads what the JSON holds (seeds as strings)

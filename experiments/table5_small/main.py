@@ -1,7 +1,6 @@
 """Table 5 in small: the runs (RoBERTa, the two conversions, continued pretraining, the
 extra-positions-only run), their scores and the table; see the package's docstring."""
 import argparse
-import json
 import logging
 import shutil
 import sys

@@ -7,7 +7,7 @@ included, up to the heads' output (Hugging Face's LongformerSelfAttention bounda
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
 LongformerSelfAttention, each at every --dropout rate (attention dropout in training mode).
 Beside them a worker times plain matmuls at the layer's own shapes: the machine's matmul limit,
-against which every row's useful GFLOP/s is reported as a fraction (``bench/flops.py``,
+against which every row's useful GFLOP/s is reported as a fraction (``longformer_tools/flops.py``,
 ``bench/matmul_limit.py``). Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
 --out-dir, and with --markdown PATH the results page (the plot needs matplotlib: pip install
 'fairseq-longformer[bench]'). The measuring code is in the package ``longformer_tools/bench/``.

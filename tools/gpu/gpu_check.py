@@ -22,7 +22,7 @@ import json
 import os
 import platform
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
