@@ -68,15 +68,14 @@ def main(argv=None) -> int:
     print(train_steps.HEADER)
     threads = torch.get_num_threads()
     environment = {
+        **provenance(),  # the commit (COMMIT where no .git travels), CPU, date and load at the start
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model() or "cpu",
-        "torch": torch.__version__, "python": platform.python_version(), "threads": args.threads or (1 if args.size == "tiny" else threads),
+        "torch": torch.__version__, "python": platform.python_version(),
+        "threads": args.threads or (1 if args.size == "tiny" else threads),
         "command": "longformer-bench train-steps " + " ".join(sys.argv[2:] if argv is None else argv)}
-
-    measured_on = provenance()  # the commit, machine and load at the start
 
     def save(report: dict) -> None:  # after every row: a run cut short keeps what it measured
         report["environment"] = dict(environment, seconds=round(time.time() - started, 1))
-        report["provenance"] = measured_on
         if args.out:
             os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
             with open(args.out + ".partial", "w") as f:
