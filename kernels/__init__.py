@@ -18,7 +18,8 @@
 Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D) -> (B, H, N, D). The fairseq plugin
 (``fairseq_longformer``) builds on this package; this package never imports the plugin. Its GPU
 checks, benchmarks, tile sweep, compile table and FLOP count are tooling: ``longformer_tools.gpu``
-and ``longformer_tools.flops``.
+and ``longformer_tools.flops``. That tooling reaches the kernels through three exported modules,
+``triton_attention``, ``triton_tiles`` and ``triton_device`` (loaded on first use, like triton).
 Importing it does not import triton: ``triton_longformer_attention`` and the kernel module load
 on first use. On a machine without CUDA set TRITON_INTERPRET=1 before that first use (Triton's
 CPU interpreter reads it when the kernels are decorated).
@@ -33,8 +34,11 @@ from .sliding_chunks import sliding_chunks_attention
 __all__ = [
     "AttentionDropout", "AttentionMasks", "AttentionPattern", "IMPLEMENTATIONS", "band_bias_width", "block_config",
     "fused_dropout_mask", "longformer_attention", "parse_dilation", "parse_per_layer", "reference_attention",
-    "resolve_implementation", "sliding_chunks_attention", "triton_longformer_attention",
+    "resolve_implementation", "sliding_chunks_attention", "triton_attention", "triton_device",
+    "triton_longformer_attention", "triton_tiles",
 ]
+# the kernel modules the GPU tooling (longformer_tools.gpu) drives: compile, sweep tiles, read launch lists
+KERNEL_MODULES = ("triton_attention", "triton_device", "triton_tiles")
 
 
 def __getattr__(name):
@@ -43,6 +47,10 @@ def __getattr__(name):
         from . import triton_attention
 
         return triton_attention.triton_longformer_attention
+    if name in KERNEL_MODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name == "block_config":  # the tiles a kernel gets
         from . import triton_tiles
 

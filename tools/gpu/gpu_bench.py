@@ -29,10 +29,8 @@ from typing import Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
-from longformer_kernels.api import longformer_attention
-from longformer_kernels.dropout import AttentionDropout
-from longformer_kernels.pattern import AttentionMasks, AttentionPattern
-from longformer_kernels.sliding_chunks import sliding_chunks_attention
+from longformer_kernels import (AttentionDropout, AttentionMasks, AttentionPattern, longformer_attention,
+                                sliding_chunks_attention)
 from longformer_tools.flops import attention_flops
 
 WINDOW, HEADS, HEAD_DIM = 256, 12, 64

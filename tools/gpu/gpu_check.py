@@ -27,10 +27,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from longformer_kernels.dropout import AttentionDropout
-from longformer_kernels.pattern import AttentionMasks, AttentionPattern
-from longformer_kernels.reference import reference_attention
-from longformer_kernels.sliding_chunks import sliding_chunks_attention
+from longformer_kernels import (AttentionDropout, AttentionMasks, AttentionPattern, reference_attention,
+                                sliding_chunks_attention)
 from longformer_tools.gpu.gpu_bench import CONTENDERS, DTYPES as BENCH_DTYPES, run_benchmark
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -108,7 +106,7 @@ CPU_SMOKE = [
 
 
 def _triton(*args, **kwargs):
-    from longformer_kernels.triton_attention import triton_longformer_attention  # triton loads on first use
+    from longformer_kernels import triton_longformer_attention  # triton loads on first use
 
     return triton_longformer_attention(*args, **kwargs)
 
@@ -308,10 +306,10 @@ def main(argv=None) -> int:
     env = environment(device)
     log(f"gpu_check: {'CPU smoke (Triton interpreter, tiny shapes)' if smoke else 'CUDA'}; "
         + ", ".join(f"{k} {v}" for k, v in env.items()))
-    from longformer_kernels.triton_attention import TILES_ENV  # after the interpreter switch above
+    from longformer_kernels import triton_tiles  # after the interpreter switch above
 
-    if os.environ.get(TILES_ENV):
-        log(f"tiles from {TILES_ENV}={os.environ[TILES_ENV]}")
+    if os.environ.get(triton_tiles.TILES_ENV):
+        log(f"tiles from {triton_tiles.TILES_ENV}={os.environ[triton_tiles.TILES_ENV]}")
     report = dict(mode="cpu-smoke" if smoke else "cuda", environment=env,
                   tolerances=dict(error="||x - x64|| / ||x64|| per tensor, x64: PyTorch path in float64",
                                   torch_path_bound=TORCH_PATH_BOUND, oracle_vs_reference=ORACLE_BOUND,

@@ -19,9 +19,7 @@ from typing import Dict, List
 
 import torch
 
-from longformer_kernels import triton_attention, triton_tiles
-from longformer_kernels.dropout import AttentionDropout
-from longformer_kernels.pattern import AttentionMasks, AttentionPattern
+from longformer_kernels import AttentionDropout, AttentionMasks, AttentionPattern, triton_attention, triton_tiles
 from longformer_tools.gpu.gpu_bench import time_ms
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) for 16-bit inputs, D = 64

@@ -9,8 +9,7 @@ stage headline 30 python3 -m longformer_tools.gpu.gpu_check $OUT/head2 --skip-ch
   --batches 8 --globals 0,8 --contenders triton --repeats 10
 cat > /tmp/fwd.py <<'PY'
 import torch
-from longformer_kernels.api import longformer_attention
-from longformer_kernels.pattern import AttentionPattern
+from longformer_kernels import AttentionPattern, longformer_attention
 q, k, v = (torch.randn(8, 12, 16384, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 for _ in range(3):
     with torch.no_grad():
