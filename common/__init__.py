@@ -4,5 +4,7 @@ Small, dependency-free utilities every other package may use: it imports only th
 library, never torch, fairseq or another package of this project.
 
     atomic       writing files and folders so that no reader sees half of one; folder locks
+    flags        plain typed command-line flags from their defaults
     provenance   the commit, machine (CPU model), date and load average of a measurement
+    results      a results page and its record (NAME.json, NAME.md), stamped with provenance
 """
