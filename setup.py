@@ -103,7 +103,7 @@ setup(
             "longformer-import-hf = fairseq_longformer.cli.import_hf:main",
             "longformer-export-onnx = fairseq_longformer.cli.export_onnx:main",
             "longformer-report = longformer_tools.cli.report:main",
-            "longformer-gpu-check = longformer_kernels.gpu_check:main",
+            "longformer-gpu-check = longformer_tools.gpu.gpu_check:main",
             "longformer-coref-score = longformer_preprocessing.tasks.coref_score:main",
             "longformer-select-paragraphs = fairseq_longformer.cli.select_paragraphs:main",
         ]

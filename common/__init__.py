@@ -5,7 +5,9 @@ library, never torch, fairseq or another package of this project (errors.py take
 CompactHydraException as a base when hydra is installed, for fairseq-hydra-train's one line).
 
     atomic       writing files and folders so that no reader sees half of one; folder locks
+    flags        plain typed command-line flags from their defaults
     provenance   the commit, machine (CPU model), date and load average of a measurement
     errors       UserInputError: a bad input the user can fix (re-exported by fairseq_longformer)
     cli          one_line_errors: every console script's main reports bad input in one line, exit 2
+    results      a results page and its record (NAME.json, NAME.md), stamped with provenance
 """

@@ -39,9 +39,10 @@ def cpu_model() -> Optional[str]:
 def provenance() -> dict:
     """{"commit", "dirty", "cpu", "cpus", "date", "load_average"} of this checkout and machine, now.
     ``dirty``: tracked files differ from the commit (the numbers are then of uncommitted code);
-    ``commit`` None outside a git checkout (an installed copy)."""
+    ``commit`` outside a git checkout (an installed copy, a copy carried to a GPU machine): the
+    environment's COMMIT where the caller names it, else None."""
     status = _git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": _git("rev-parse", "--short=12", "HEAD"), "dirty": bool(status) if status is not None else None,
+    return {"commit": _git("rev-parse", "--short=12", "HEAD") or os.environ.get("COMMIT") or None, "dirty": bool(status) if status is not None else None,
             "cpu": cpu_model(), "cpus": os.cpu_count(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None}

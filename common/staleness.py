@@ -12,9 +12,12 @@ from typing import Optional, Sequence
 from .provenance import _git
 
 # what a CPU measurement of the models runs (git pathspecs): the attention core without its
-# GPU-only files (Triton, GPU tooling: a CPU run never executes them), the plugin's modules and models
+# GPU-only files (Triton: a CPU run never executes them), the plugin's modules and models. The GPU
+# tooling and the FLOP count that once lived in kernels/ (now tools/gpu/, tools/flops.py) stay
+# excluded: moving them out touched kernels/ without changing what a CPU run executes.
 CPU_MODEL_CODE = ("kernels", ":(exclude)kernels/triton_*", ":(exclude)kernels/gpu_*",
-                  ":(exclude)kernels/compile_table.py", "fairseq_longformer/modules", "fairseq_longformer/models")
+                  ":(exclude)kernels/compile_table.py", ":(exclude)kernels/flops.py",
+                  "fairseq_longformer/modules", "fairseq_longformer/models")
 
 
 def changed_since(commit: Optional[str], code: Sequence[str]) -> Optional[bool]:

@@ -237,3 +237,30 @@ def train_rows(a, train, label_width: int) -> Dict[str, Dict[str, dict]]:
             print(f"{row:{label_width}s} seed {seed}: accuracy {result['accuracy']:6.2f} "
                   f"({result['seconds']:.0f} s)", flush=True)
     return results
+
+
+def build_and_train_rows(a, build, train, label_width: int, too_long: str):
+    """The needle ablations' run: the data from ``build(a)`` (into --out), refused when an input
+    is longer than --long (a cut input could lose its needle; ``too_long``: why, and the fix),
+    then every row x seed (``train_rows``) with ``train(a, data, row, seed)``.
+    Returns (the longest input's tokens, row -> seed -> result)."""
+    a.out.mkdir(parents=True, exist_ok=True)
+    data = build(a)
+    longest = longest_input(data)
+    if longest > a.long:
+        raise SystemExit(f"the longest input has {longest} tokens, more than --long {a.long}: {too_long}")
+    return longest, train_rows(a, lambda a, row, seed: train(a, data, row, seed), label_width)
+
+
+def summarize_rows(results: Dict[str, Dict[str, dict]]) -> Dict[str, dict]:
+    """Per row of ``train_rows``' results: accuracies by seed, and mean, spread, min, max over
+    them (``summarize``), and the row's training seconds."""
+    return {row: {"seeds": {s: r["accuracy"] for s, r in by_seed.items()},
+                  **summarize([r["accuracy"] for r in by_seed.values()]),
+                  "seconds": round(sum(r["seconds"] for r in by_seed.values()), 1)}
+            for row, by_seed in results.items()}
+
+
+def settings(a) -> dict:
+    """The parsed arguments as a record stores them (paths as text)."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}

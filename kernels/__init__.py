@@ -14,34 +14,31 @@
                         ``triton_longformer_attention`` (imported on first use)
     triton_device.py    the Triton kernels, forward and backward (@triton.jit device code)
     api.py              one entry point, ``longformer_attention(..., impl=...)``
-    gpu_check.py        self-check on a GPU (``python -m longformer_kernels.gpu_check OUTDIR``)
-    gpu_bench.py        its benchmark against dense SDPA and FlexAttention
-    gpu_tune.py         the tile sweep on a GPU (``python -m longformer_kernels.gpu_tune OUTDIR``)
-    flops.py            useful FLOPs, the one count of every benchmark (``attention_flops``, ``layer_flops``)
-    compile_table.py    the kernels compiled for GPUs (``triton_compile_page``: its page from the seed)
 
 Shapes: q, k, v, q_g, k_g, v_g: (B, H, N, D) -> (B, H, N, D). The fairseq plugin
-(``fairseq_longformer``) builds on this package; this package never imports the plugin.
+(``fairseq_longformer``) builds on this package; this package never imports the plugin. Its GPU
+checks, benchmarks, tile sweep, compile table and FLOP count are tooling: ``longformer_tools.gpu``
+and ``longformer_tools.flops``. That tooling reaches the kernels through three exported modules,
+``triton_attention``, ``triton_tiles`` and ``triton_device`` (loaded on first use, like triton).
 Importing it does not import triton: ``triton_longformer_attention`` and the kernel module load
 on first use. On a machine without CUDA set TRITON_INTERPRET=1 before that first use (Triton's
 CPU interpreter reads it when the kernels are decorated).
 """
 from .api import IMPLEMENTATIONS, longformer_attention, resolve_implementation
 from .dropout import AttentionDropout
-from .flops import (FORWARD_BACKWARD, LayerFlops, attended_pairs, attention_flops, band_pairs, band_row_pairs,
-                    layer_flops)
 from .fused_keep import fused_dropout_mask
 from .pattern import AttentionMasks, AttentionPattern, band_bias_width, parse_dilation, parse_per_layer
 from .reference import reference_attention
 from .sliding_chunks import sliding_chunks_attention
 
 __all__ = [
-    "AttentionDropout", "AttentionMasks", "AttentionPattern", "FORWARD_BACKWARD", "IMPLEMENTATIONS", "LayerFlops",
-    "attended_pairs", "attention_flops", "band_bias_width", "band_pairs", "band_row_pairs", "block_config",
-    "fused_dropout_mask", "layer_flops", "longformer_attention", "parse_dilation", "parse_per_layer",
-    "reference_attention", "resolve_implementation", "sliding_chunks_attention", "triton_compile_page",
-    "triton_longformer_attention",
+    "AttentionDropout", "AttentionMasks", "AttentionPattern", "IMPLEMENTATIONS", "band_bias_width", "block_config",
+    "fused_dropout_mask", "longformer_attention", "parse_dilation", "parse_per_layer", "reference_attention",
+    "resolve_implementation", "sliding_chunks_attention", "triton_attention", "triton_device",
+    "triton_longformer_attention", "triton_tiles",
 ]
+# the kernel modules the GPU tooling (longformer_tools.gpu) drives: compile, sweep tiles, read launch lists
+KERNEL_MODULES = ("triton_attention", "triton_device", "triton_tiles")
 
 
 def __getattr__(name):
@@ -50,19 +47,12 @@ def __getattr__(name):
         from . import triton_attention
 
         return triton_attention.triton_longformer_attention
+    if name in KERNEL_MODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name == "block_config":  # the tiles a kernel gets
         from . import triton_tiles
 
         return triton_tiles.block_config
-    if name == "triton_compile_page":  # docs/results/triton_compile.md from the seed, no compiler
-        import os
-
-        saved = os.environ.get("TRITON_INTERPRET")  # compile_table sets 0 for itself when imported
-        from . import compile_table
-
-        if saved is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = saved
-        return compile_table.seed_page
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,7 @@ device code only, every @triton.jit function and the tl.constexpr globals they r
 side is ``triton_tiles.py`` (tiles, launch configurations) and ``triton_attention.py`` (layouts,
 launchers, autograd).
 
-The text of the jit functions is what ``longformer_kernels.compile_table`` hashes (``_source_hash``)
+The text of the jit functions is what ``longformer_tools.gpu.compile_table`` hashes (``_source_hash``)
 to key the compile results committed in tests/kernels/triton_compile_results.json: editing any
 of them (even whitespace) or a tl.constexpr global here compiles every kernel again.
 

@@ -24,7 +24,7 @@ MAX_HEAD_DIM = 256  # one (BLOCK, D) tile per operand lives in registers / share
 GPU_TILES_ENV = "LONGFORMER_TRITON_GPU_TILES"
 # Tiles for tuning on a GPU, read once at import: "BMxBNxWARPSxSTAGES" for every kernel, or
 # "band_fwd=128x64x8x2,band_bwd_dq=..." per kernel (names without the leading _ and _kernel);
-# ``python -m longformer_kernels.gpu_tune`` prints the value it found best.
+# ``python -m longformer_tools.gpu.gpu_tune`` prints the value it found best.
 TILES_ENV = "LONGFORMER_TRITON_TILES"
 
 
@@ -91,7 +91,7 @@ def block_config(head_dim: int, element_size: int, interpret: bool, kernel: str 
     registers: its tiles are smaller (64 x 64 fp32 tiles spilled kilobytes of registers per
     thread when compiled). That every kernel in every configuration the launchers can pick
     compiles for sm_80/86/89/90 and fits their shared memory is checked on a CPU by
-    ``tests/kernels/test_triton_compile.py``; ``longformer_kernels.compile_table`` prints the
+    ``tests/kernels/test_triton_compile.py``; ``longformer_tools.gpu.compile_table`` prints the
     shared memory and register spills of each. No number here is a GPU timing.
     """
     block_d = max(16, triton.next_power_of_2(head_dim))

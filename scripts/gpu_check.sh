@@ -5,10 +5,11 @@
 # Writes OUTDIR/gpu_check.log and OUTDIR/gpu_check.json; exits non-zero when a check fails.
 # Without CUDA it runs a CPU smoke test (tiny shapes, Triton's interpreter). See docs/gpu.md.
 #
-# The repository's kernels/ folder is the package longformer_kernels: the script links it under
-# that name in a temporary folder and puts only that folder on PYTHONPATH, so it checks THIS
-# checkout's kernels even where an older copy of the project is installed. The repository is
-# only read. Environment: PYTHON (default python3).
+# The repository's kernels/ folder is the package longformer_kernels and tools/ is longformer_tools
+# (the check itself is longformer_tools.gpu): link_packages (scripts/gpu_stages.sh) links them under those names
+# in a temporary folder and puts only that folder on PYTHONPATH, so it checks THIS checkout's
+# kernels even where an older copy of the project is installed. The repository is only read.
+# Environment: PYTHON (default python3).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
@@ -20,7 +21,7 @@ if ! "$PYTHON" -c "import torch" 2>/dev/null; then
   echo "error: $PYTHON cannot import torch: run with PYTHON=/path/to/python-with-torch" >&2
   exit 2
 fi
-link_dir="$(mktemp -d)"
+source "$REPO/scripts/gpu_stages.sh"
+link_dir="$(link_packages "$REPO")"
 trap 'rm -rf "$link_dir"' EXIT
-ln -s "$REPO/kernels" "$link_dir/longformer_kernels"
-PYTHONPATH="$link_dir${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m longformer_kernels.gpu_check "$@"
+PYTHONPATH="$link_dir${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m longformer_tools.gpu.gpu_check "$@"

@@ -23,60 +23,18 @@ exec > >(tee "$OUT/all.log") 2>&1
 export OUT
 echo "commit ${COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}$(git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo ' (with changes not committed, or no .git)')"
 export PYTHONUNBUFFERED=1
-link_dir="$(mktemp -d)"
-ln -s "$REPO/kernels" "$link_dir/longformer_kernels"
+source "$REPO/scripts/gpu_stages.sh"  # link_packages, stage, parallel_checks
+link_dir="$(link_packages "$REPO")"
 export PYTHONPATH="$link_dir${PYTHONPATH:+:$PYTHONPATH}"
 start=$SECONDS
-stage() {  # stage NAME LIMIT command...
-  local name=$1 limit=$2
-  shift 2
-  echo "=== $name (limit ${limit} s, at $((SECONDS - start)) s)"
-  timeout "$limit" "$@"
-  echo "=== $name: rc $? at $((SECONDS - start)) s"
-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,power.limit \
   --format=csv || true
 "$PYTHON" -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__,
 'triton', triton.__version__, 'cuda', torch.version.cuda); print('device', torch.cuda.get_device_name()
 if torch.cuda.is_available() else 'cpu (no CUDA: every stage in its CPU form)')"
 
-# Checks: six processes side by side (production shapes and the grid, one dtype each): the grid's
-# float64 dense reference runs on the host CPU, and one process ran out of 170 s where six took
-# 94-114 s (H200 host, 16 cores). Their logs follow in order; their JSONs merge into checks.json.
-# Without CUDA, gpu_check runs its CPU smoke (its own two tiny cases) once instead.
+# the checks run side by side (parallel_checks, scripts/gpu_stages.sh); without CUDA, once as a CPU smoke
 "$PYTHON" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" && HAS_CUDA=1 || HAS_CUDA=0
-parallel_checks() {  # parallel_checks NAME LIMIT CASES...: one process per (cases, dtype)
-  local name=$1 limit=$2 pids="" part dtype pid rc=0
-  shift 2
-  echo "=== $name (limit ${limit} s, at $((SECONDS - start)) s)"
-  [[ $HAS_CUDA == 1 ]] || set -- "cpu-smoke"
-  for part in "$@"; do
-    for dtype in fp32 fp16 bf16; do
-      local args=(--skip-bench --dtypes "$dtype" --cases "$part")
-      [[ $part == cpu-smoke ]] && args=(--skip-bench ${CHECK_CASES:+--cases "$CHECK_CASES"})  # CI narrows it
-      OMP_NUM_THREADS=2 timeout "$limit" "$PYTHON" -m longformer_kernels.gpu_check "$OUT/$name/${part%%_*}_$dtype" \
-        "${args[@]}" > "$OUT/$name.${part%%_*}_$dtype.log" 2>&1 &
-      pids="$pids $!"
-      [[ $part == cpu-smoke ]] && break
-    done
-  done
-  for pid in $pids; do  # a bare wait would also wait for the tee above, which never ends
-    wait "$pid" || rc=$?
-  done
-  for f in "$OUT/$name".*.log; do echo "--- $f"; cat "$f"; rm -f "$f"; done
-  "$PYTHON" - "$OUT/$name" <<'PY'
-import glob, json, os, shutil, sys
-folder = sys.argv[1]
-merged = {os.path.basename(os.path.dirname(p)): json.load(open(p))
-          for p in sorted(glob.glob(os.path.join(folder, "*", "gpu_check.json")))}
-records = [r for report in merged.values() for r in report["checks"]]
-for part in merged:
-    shutil.rmtree(os.path.join(folder, part))
-json.dump(merged, open(os.path.join(folder, "checks.json"), "w"), indent=1)
-print(f"checks merged: {len(merged)} reports, {len(records)} records, {sum(not r['ok'] for r in records)} failed")
-PY
-  echo "=== $name: rc $rc at $((SECONDS - start)) s"
-}
 
 # Stage 1: the offline install (scripts/offline_bundle.py, from BUNDLE) into ENV_DIR, beside the
 # kernel checks (they need only the repository); then the suite, the training steps and the
@@ -102,7 +60,7 @@ stage steps "${STEPS_S:-130}" "$ENV_PY" -m longformer_tools.cli.bench train-step
   "${steps_args[@]}"
 # the attention core against FlexAttention, the rows issue 42 measures: bf16, N = 16,384, B = 8, G = 0 and 8
 bench_args=(${BENCH_ARGS:---dtypes bf16 --lengths 16384 --batches 8 --globals 0,8 --contenders triton,flex,sdpa_flash --repeats 5})
-stage bench "${BENCH_S:-75}" "$PYTHON" -m longformer_kernels.gpu_check "$OUT/bench" --skip-checks "${bench_args[@]}"
+stage bench "${BENCH_S:-75}" "$PYTHON" -m longformer_tools.gpu.gpu_check "$OUT/bench" --skip-checks "${bench_args[@]}"
 mv "$OUT/bench/gpu_check.json" "$OUT/bench.json" 2>/dev/null; rm -rf "$OUT/bench"
 echo "=== done at $((SECONDS - start)) s"
 "$PYTHON" "$REPO/scripts/gpu_round_summary.py" "$OUT" > /dev/null && echo "wrote $OUT/summary.md"

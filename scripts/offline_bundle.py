@@ -64,7 +64,8 @@ EXTENSIONS = {
 DISTRIBUTIONS = {"fairseq-fixed": [], "fairseq-longformer": ["hf"]}  # name -> extras checked
 
 
-# the environment is checked as it is: nothing of the caller's PYTHONPATH (gpu_round.sh links kernels/ there)
+# the environment is checked as it is: nothing of the caller's PYTHONPATH (gpu_round.sh links common/,
+# kernels/ and tools/ there)
 _CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 

@@ -14,6 +14,7 @@ from longformer_experiments.runner import (KJV, PLUGIN, TRAIN_DONE, Run, compare
                                            ordering_verdict, regenerate_note, summarize)
 from longformer_common.provenance import provenance, provenance_line
 from longformer_common.staleness import CPU_MODEL_CODE, stale_banner
+from longformer_common.results import write_page
 
 MODULE = "longformer_experiments.charlm_ablation"
 
@@ -276,8 +277,7 @@ def main(argv: Optional[List[str]] = None) -> int:
               "seconds": round(time.time() - started, 1), "load_average_at_end": os.getloadavg(),
               "provenance": provenance(), "argv": argv}
     text = page(report)
-    (out / "ablation.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "ablation.md").write_text(text)
+    write_page("ablation", report, text, out)
     print()
     print(text)
     print(f"\nwrote {out / 'ablation.md'} and {out / 'ablation.json'} in {time.time() - started:.0f} s")

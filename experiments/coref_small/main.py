@@ -6,7 +6,6 @@ a 512-subword segment boundary). Writes docs/results/coref_small.{md,json} with 
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -14,9 +13,13 @@ import time
 from pathlib import Path
 
 from longformer_common import quiet
+from longformer_common.flags import add_flags
+from longformer_common.provenance import provenance_line
+from longformer_common.results import stamped, write_page
 from longformer_experiments.coref_small.documents import verses, write_split
 from longformer_experiments.runner import (KJV, PLUGIN, REPO, compare, markdown_table, ordering_verdict,
-                                           regenerate_note, run, summarize)
+                                           regenerate_note, run, settings, summarize)
+
 
 MODULE = "longformer_experiments.coref_small"
 ROWS = {"whole document (Longformer)": [], "512-subword segments (RoBERTa)": ["--segment-length", "512"]}
@@ -71,9 +74,11 @@ def train_one(a, data: Path, row: str, seed: int, work: Path) -> dict:
 def page(saved: dict) -> str:
     """The markdown page of a finished run from its stored report alone (docs/results/coref_small.json:
     ``args``, ``results``: row -> seed -> {subset: CoNLL F1, seconds}, ``tokens``: mean subwords per
-    valid document near and far, ``seconds``, ``load``, ``commit``, ``date``)."""
+    valid document near and far, ``seconds``, ``load_start``: the load average before training,
+    ``provenance``: the machine and the load average at the end of training, as
+    ``longformer_common.results.stamped`` records them)."""
     a = argparse.Namespace(**saved["args"])
-    results, seconds, load = saved["results"], saved["seconds"], saved["load"]
+    results, seconds = saved["results"], saved["seconds"]
     header = ["reading", "CoNLL F1 near", "CoNLL F1 far (> 512)", *[f"seed {s} near / far" for s in a.seeds]]
     rows, summaries = [], {}
     for row in ROWS:
@@ -85,7 +90,7 @@ def page(saved: dict) -> str:
     checks = {"whole above segmented on far documents": compare(whole["valid_far"], seg["valid_far"], len(a.seeds), False)}
     near = compare(whole["valid"], seg["valid"], len(a.seeds), False)
     tokens = saved["tokens"]
-    banner = quiet.load_banner(saved.get("load_start"), load)
+    banner = quiet.load_banner(saved.get("load_start"), (saved.get("provenance") or {}).get("load_average"))
     lines = ["# Coreference in small: whole document against 512-subword segments", "", *([banner, ""] if banner else []),
              f"KJV verses with 3 inserted entities of {a.mentions} mentions each (`NAME the ROLE`, then `NAME` or "
              f"`the ROLE`; experiments/coref_small/documents.py). Train: {a.train_docs} documents, half near (next "
@@ -104,43 +109,18 @@ def page(saved: dict) -> str:
                 "models predict no links at all), so this table cannot tell the two readings apart; it "
                 "needs more updates than the shared CPU allowed (see the arguments)."]
                if all(per[s] == 0 for row in ROWS for per in results[row].values() for s in SUBSETS) else []), "",
-             f"Machine: {machine_text(saved.get('machine'))}, load average at "
-             f"the end of training {'not recorded' if load is None else f'{load:.1f}'} (a machine shared with "
-             f"other jobs); total {seconds:.0f} s. Measured on commit {saved['commit']}, {saved['date']}.", "",
+             f"Total {seconds:.0f} s on a machine shared with other jobs (the load average that follows is the one at "
+             f"the end of training). {provenance_line(saved.get('provenance'))}", "",
              regenerate_note(MODULE, ["--write-docs"])]
     return "\n".join(lines) + "\n"
-
-
-def machine() -> dict:
-    """The machine of this run, stored in its JSON: the page renders what the run recorded."""
-    return {"machine": platform.machine(), "processor": platform.processor() or "", "cpus": os.cpu_count()}
-
-
-def machine_text(recorded) -> str:
-    """The run's machine as stored, or "not recorded" (runs before it was stored)."""
-    if not recorded:
-        return "not recorded by the run"
-    return f"{recorded['machine']} {recorded['processor']}".strip() + f", {recorded['cpus']} CPUs"
-
-
-def commit() -> str:
-    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__)
     p.add_argument("--work", type=Path, default=REPO / "work" / "coref_small")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--updates", type=int, default=40)
-    p.add_argument("--train-docs", type=int, default=40)
-    p.add_argument("--valid-docs", type=int, default=6)
-    p.add_argument("--mentions", type=int, default=2)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--ffnn", type=int, default=32)
-    p.add_argument("--window", type=int, default=32)
-    p.add_argument("--positions", type=int, default=2048)
-    p.add_argument("--lr", type=float, default=3e-3)
+    add_flags(p, updates=40, train_docs=40, valid_docs=6, mentions=2, dim=64, ffnn=32, window=32, positions=2048,
+              lr=3e-3)
     p.add_argument("--write-docs", action="store_true", help="write docs/results/coref_small.{md,json}")
     p.add_argument("--render-only", action="store_true",
                    help="re-render the table from docs/results/coref_small.json and --work's data (no training)")
@@ -159,14 +139,11 @@ def main(argv=None) -> int:
     else:
         results = {row: {str(seed): train_one(a, data, row, seed, a.work) for seed in a.seeds} for row in ROWS}
         splits = stats["splits"]
-        saved = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0], "load_start": load_start, "machine": machine(),
-                 "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]},
-                 "commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        saved = stamped({"args": settings(a),
+                         "results": results, "seconds": time.time() - start, "load_start": load_start,
+                         "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]}})
     text = page(saved)
     print(text)
     if a.write_docs:
-        out = REPO / "docs" / "results"
-        (out / "coref_small.json").write_text(json.dumps(saved, indent=2) + "\n")
-        (out / "coref_small.md").write_text(text)
+        write_page("coref_small", saved, text)
     return 0

@@ -6,18 +6,16 @@ random token ids in sentences of 24 subwords (about OntoNotes' mean) with 60 gol
     python -m longformer_experiments.coref_small.step_time [--runs 5] [--bf16] [--write-docs]
 
 Writes docs/results/coref_step_4096.{md,json} (median and range of the runs, the load average
-before and after, the machine, the commit, the date)."""
+before, and the run's provenance: the machine, the commit, the date, the load average after)."""
 import argparse
-import json
-import os
-import platform
 import statistics
-import subprocess
 import time
 
 import torch
 
 from longformer_common import quiet
+from longformer_common.provenance import provenance_line
+from longformer_common.results import stamped, write_page
 from longformer_experiments.runner import PLUGIN, REPO, regenerate_note
 
 MODULE = "longformer_experiments.coref_small.step_time"
@@ -85,38 +83,30 @@ def main(argv=None) -> int:
         if run:
             times.append(time.perf_counter() - start)
         print(f"run {run}: {time.perf_counter() - start:.2f} s", flush=True)
-    load_after = os.getloadavg()
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    result = {"length": a.length, "dtype": "bf16" if a.bf16 else "fp32", "runs": times, "median_s": statistics.median(times), "min_s": min(times),
-              "max_s": max(times), "load_before": load_before, "load_after": load_after,
-              "threads": torch.get_num_threads(), "machine": f"{platform.machine()} {platform.processor()}",
-              "cpus": os.cpu_count(), "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    result["bf16"], result["runs_asked"] = a.bf16, a.runs
+    result = stamped({"length": a.length, "dtype": "bf16" if a.bf16 else "fp32", "runs": times,
+                      "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+                      "load_before": load_before, "threads": torch.get_num_threads(), "bf16": a.bf16,
+                      "runs_asked": a.runs})
     text = page(result)
     print(text)
     if a.write_docs:
-        out = REPO / "docs" / "results"
-        (out / "coref_step_4096.json").write_text(json.dumps(result, indent=2) + "\n")
-        (out / "coref_step_4096.md").write_text(text)
+        write_page("coref_step_4096", result, text)
     return 0
 
 
 def page(result: dict) -> str:
     """The markdown page of a stored run (docs/results/coref_step_4096.json) alone."""
-    times, commit = result["runs"], result["commit"]
-    load_before, load_after = result["load_before"], result["load_after"]
+    times, load_before = result["runs"], result["load_before"]
     bf16 = result["dtype"] == "bf16"
-    banner = quiet.load_banner(load_before, load_after)
+    banner = quiet.load_banner(load_before, (result.get("provenance") or {}).get("load_average"))
     text = "\n".join([
         f"# One coreference training step at {result['length']} subwords (CPU)", "", *([banner, ""] if banner else []),
         f"longformer_base (12 x 768, window 256, whole document in one pass) with the coarse-to-fine head at Joshi "
         f"et al.'s sizes (FFNN 3000, spans <= 30, 0.4 spans per subword, 50 antecedents, depth 2): forward, backward "
         f"and an Adam step, {'bf16' if bf16 else 'fp32'}, {result['threads']} torch threads. Median {result['median_s']:.1f} s, range "
         f"{result['min_s']:.1f}-{result['max_s']:.1f} s over {len(times)} runs (after one warm-up).", "",
-        f"Load average (1, 5, 15 min) before {tuple(round(x, 1) for x in load_before)}, after "
-        f"{tuple(round(x, 1) for x in load_after)}: a shared machine, so this is not a clean figure. "
-        f"Machine: {result['machine']}, {result['cpus']} CPUs. Measured on commit {commit}, {result['date']}.", "",
+        f"Load average (1, 5, 15 min) before the runs {tuple(round(x, 1) for x in load_before)}, after them as below: a shared "
+        f"machine, so this is not a clean figure. {provenance_line(result.get('provenance'))}", "",
         regenerate_note(MODULE, [*(["--bf16"] if bf16 else []), "--runs", str(result.get("runs_asked", len(times))), "--write-docs"])]) + "\n"
     return text
 

@@ -8,11 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+from longformer_common.results import stamped, write_page
 import longformer_experiments.global_ablation as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
-from longformer_experiments.runner import (REPO, add_needle_ablation_arguments, beats_every_seed,
-                                           check_needle_ablation_arguments, last_valid, longest_input, markdown_table,
-                                           regenerate_note, run, summarize, train_rows)
+from longformer_experiments.runner import (REPO, add_needle_ablation_arguments, beats_every_seed, build_and_train_rows,
+                                           check_needle_ablation_arguments, last_valid, markdown_table,
+                                           regenerate_note, run, settings, summarize_rows)
+
 
 MODULE = "longformer_experiments.global_ablation"
 ROWS = {  # name: environment for recipes/finetune.sh ({short}: --short)
@@ -69,16 +71,6 @@ def train(a, data: Path, row: str, seed: int) -> dict:
     text = run(f"{row} seed {seed}", ["bash", str(REPO / "recipes" / "finetune.sh"), "classification", *extra],
                log, env=env, cwd=None)
     return {"accuracy": last_valid(text, "accuracy"), "seconds": round(time.time() - started, 1)}
-
-
-def summarize_rows(results: dict) -> dict:
-    """Per row: accuracies by seed, and mean, spread, min, max over them (``runner.summarize``)."""
-    table = {}
-    for row, by_seed in results.items():
-        table[row] = {"seeds": {s: r["accuracy"] for s, r in by_seed.items()},
-                      **summarize([r["accuracy"] for r in by_seed.values()]),
-                      "seconds": round(sum(r["seconds"] for r in by_seed.values()), 1)}
-    return table
 
 
 def no_global_clearly_worst(table: dict) -> bool:
@@ -138,14 +130,9 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     a = parse_args(argv)
-    a.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    data = build(a)
-    longest = longest_input(data)
-    if longest > a.long:  # a cut document could lose its needle: the long models must see it all
-        raise SystemExit(f"the longest document has {longest} tokens, more than --long {a.long}: "
-                         "lower --doc-words or raise --long")
-    results = train_rows(a, lambda a, row, seed: train(a, data, row, seed), label_width=22)
+    longest, results = build_and_train_rows(a, build, train, 22, "the long models must see every document whole: "
+                                            "lower --doc-words or raise --long")
     table = summarize_rows(results)
     verdict = no_global_clearly_worst(table)
     chance = 100.0 / len(NAMES)
@@ -153,11 +140,10 @@ def main(argv=None) -> int:
     total = round(time.time() - started)
     text += f"total {total} s\n\n{regenerate_note(MODULE, argv)}\n"
     print(text, end="")
-    (a.out / "ablation.md").write_text(text)
-    (a.out / "ablation.json").write_text(json.dumps({
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+    write_page("ablation", stamped({
+        "settings": settings(a),
         "chance": chance, "longest_tokens": longest, "table": table, "no_global_clearly_worst": verdict,
-        "projections": projections_verdict(table), "seconds": total}, indent=2) + "\n")
+        "projections": projections_verdict(table), "seconds": total}), text, a.out)
     if NO_GLOBAL in table and len(table) > 1 and not verdict:
         print("FAILED: \"no global\" is not below every other row on every seed", file=sys.stderr)
         return 1

@@ -1,18 +1,18 @@
 """HotpotQA's two stages in small: data, the per-seed pipelines, the table; see the package's docstring."""
 import argparse
 import json
-import os
-import platform
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 import longformer_experiments.hotpotqa_small as package
+from longformer_common.flags import add_flags
+from longformer_common.provenance import provenance_line
+from longformer_common.results import stamped, write_page
 from longformer_experiments.hotpotqa_small.data import records
-from longformer_experiments.runner import KJV, PLUGIN, REPO, beats_every_seed, markdown_table, regenerate_note, run, \
-    summarize
+from longformer_experiments.runner import (KJV, PLUGIN, REPO, beats_every_seed, markdown_table, regenerate_note, run,
+                                           settings, summarize)
 
 MODULE = "longformer_experiments.hotpotqa_small"
 BIN = Path(sys.executable).parent
@@ -120,16 +120,8 @@ def parse_args(argv=None):
     p.add_argument("--out", type=Path, default=REPO / "work" / "hotpotqa_small")
     p.add_argument("--kjv", type=Path, default=KJV)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--paragraphs", type=int, default=10)
-    p.add_argument("--train-examples", type=int, default=1600)
-    p.add_argument("--valid-examples", type=int, default=200)
-    p.add_argument("--updates", type=int, default=300)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--window", type=int, default=16)
+    add_flags(p, paragraphs=10, train_examples=1600, valid_examples=200, updates=300, batch_size=16, lr=1e-3,
+              layers=2, dim=64, heads=4, window=16)
     p.add_argument("--long", type=int, default=512, help="tokens per input (--max-input-tokens, --max-positions)")
     p.add_argument("--vocab", type=int, default=800)
     p.add_argument("--write-docs", action="store_true", help="also write docs/results/DOCS_NAME.md")
@@ -140,18 +132,6 @@ def parse_args(argv=None):
     if not 4 <= a.paragraphs <= 16:
         p.error(f"--paragraphs must be 4..16 (16 names), got {a.paragraphs}")
     return a
-
-
-def stamp() -> str:
-    """The commit (with "+changes" when the tree differs from it), the CPU and the date of a run."""
-    def git(*args):
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else \
-        platform.processor()
-    changes = "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
-    return f"commit {git('rev-parse', '--short', 'HEAD')}{changes}, {cpu} ({os.cpu_count()} cores), " \
-           f"{time.strftime('%Y-%m-%d', time.gmtime())} UTC"
 
 
 def summary(results: dict) -> dict:
@@ -173,26 +153,25 @@ def page(done: dict) -> str:
     results = {int(seed): run for seed, run in done["runs"].items()}
     seeds = sorted(results)
     text = (markdown(a, summary(results), {s: results[s]["selection"] for s in seeds}, seeds)
-            + f"\ntotal {round(done['seconds'])} s on CPU (load average {done['load']}). Measured on {done['stamp']}\n\n"
+            + f"\ntotal {round(done['seconds'])} s on CPU. {provenance_line(done.get('provenance'))}\n\n"
             + regenerate_note(MODULE, done["argv"]) + "\n")
     return "# HotpotQA's two stages and evidence decoding in small\n\n" + text
 
 
-def render(a, results: dict, seconds: float, load: str, argv, run_stamp: str) -> str:
+def render(a, results: dict, seconds: float, argv, measured_on=None) -> str:
     """The page of a finished run: OUT/table.json and OUT/table.md, and with --write-docs the docs page
     and its JSON (docs/results/NAME.md, NAME.json: the page is rendered again from the JSON by
-    longformer_tools.report.results_pages)."""
+    longformer_tools.report.results_pages). ``measured_on``: the provenance a stored run recorded
+    (None: this machine, now)."""
     table = summary(results)
-    done = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}, "argv": argv,
-            "seconds": seconds, "load": load, "stamp": run_stamp,
-            "table": {f"{s} / {d}": t for (s, d), t in table.items()}, "runs": results}
-    report = json.dumps(done, indent=2) + "\n"
-    text = page(json.loads(report))
-    (a.out / "table.md").write_text(text)
-    (a.out / "table.json").write_text(report)
+    done = stamped({"settings": settings(a),
+                    "argv": argv, "seconds": seconds, "table": {f"{s} / {d}": t for (s, d), t in table.items()},
+                    "runs": results, "provenance": measured_on})
+    done = json.loads(json.dumps(done))  # the page reads what the JSON holds (seeds as strings)
+    text = page(done)
+    write_page("table", done, text, a.out)
     if a.write_docs:
-        (REPO / "docs" / "results" / f"{a.docs_name}.json").write_text(report)
-        (REPO / "docs" / "results" / f"{a.docs_name}.md").write_text(text)
+        write_page(a.docs_name, done, text)
     return text
 
 
@@ -205,9 +184,9 @@ def main(argv=None) -> int:
         runs = {int(seed): run for seed, run in done["runs"].items()}
         ran = parse_args(done["argv"])  # the settings the run had
         ran.out, ran.write_docs, ran.docs_name = a.out, a.write_docs, a.docs_name
-        print(render(ran, runs, done["seconds"], done["load"], done["argv"], done["stamp"]), end="")
+        print(render(ran, runs, done["seconds"], done["argv"], done.get("provenance")), end="")
         return 0
-    started, run_stamp = time.time(), stamp()
+    started = time.time()
     raw = a.out / "json"
     raw.mkdir(exist_ok=True)
     made = records(a.kjv, 0, {"train": a.train_examples, "valid": a.valid_examples}, a.paragraphs)
@@ -228,6 +207,5 @@ def main(argv=None) -> int:
         t.join()
     if errors:
         raise SystemExit("\n".join(errors))
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(render(a, results, time.time() - started, load, argv, run_stamp), end="")
+    print(render(a, results, time.time() - started, argv), end="")
     return 0

@@ -1,7 +1,6 @@
 """Table 5 in small: the runs (RoBERTa, the two conversions, continued pretraining, the
 extra-positions-only run), their scores and the table; see the package's docstring."""
 import argparse
-import json
 import logging
 import shutil
 import sys
@@ -15,6 +14,7 @@ from longformer_experiments.table5_small.data import prepare_data
 from longformer_experiments.table5_small.scoring import mlm_bits
 from longformer_experiments.table5_small.table import PAPER, REQUIRED_CHECKS, markdown, shape_checks
 from longformer_common.provenance import provenance, provenance_line
+from longformer_common.results import write_page
 
 MODULE = "longformer_experiments.table5_small"
 logger = logging.getLogger("table5")
@@ -174,11 +174,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                  "RoBERTa scored on blocks of %d, Longformer on blocks of %d" % (a.valid_every, a.tokenizer, a.vocab, L, L4),
     }
     table = page(report).rstrip("\n")
-    (out / "table5.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "table5.md").write_text(table + "\n")
+    write_page("table5", report, table + "\n", out)
     if a.results_page:
-        Path(a.results_page).with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-        Path(a.results_page).write_text(table + "\n")
+        results_page = Path(a.results_page)
+        write_page(results_page.stem, report, table + "\n", results_page.parent)
     print(table)
     print("\nshape checks: " + ", ".join(
         f"{k}={'ok' if v else ('FAILED' if k in REQUIRED_CHECKS else 'no')}" for k, v in checks.items()))

@@ -7,11 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+from longformer_common.results import stamped, write_page
 import longformer_experiments.wikihop_small as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
 from longformer_experiments.runner import (PLUGIN, REPO, add_needle_ablation_arguments, beats_every_seed,
-                                           check_needle_ablation_arguments, last_valid, longest_input, markdown_table,
-                                           regenerate_note, run, summarize, train_rows)
+                                           build_and_train_rows, check_needle_ablation_arguments, last_valid,
+                                           markdown_table, regenerate_note, run, settings, summarize_rows)
+
 
 MODULE = "longformer_experiments.wikihop_small"
 QUERY = "named_in_supports"
@@ -145,24 +147,15 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     a = parse_args(argv)
-    a.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    data = build(a)
-    longest = longest_input(data)
-    if longest > a.long:  # a later chunk starts its supports right after the candidates: needles there are local
-        raise SystemExit(f"the longest input has {longest} tokens, more than --long {a.long}: raise --long or "
-                         "lower --doc-words (the needles must stay beyond the candidates' windows)")
-    results = train_rows(a, lambda a, row, seed: train(a, data, row, seed), label_width=32)
-    table = {row: {"seeds": {s: r["accuracy"] for s, r in by_seed.items()},
-                   **summarize([r["accuracy"] for r in by_seed.values()]),
-                   "seconds": round(sum(r["seconds"] for r in by_seed.values()), 1)}
-             for row, by_seed in results.items()}
+    # a later chunk starts its supports right after the candidates: needles there are local
+    longest, results = build_and_train_rows(a, build, train, 32, "raise --long or lower --doc-words (the needles "
+                                            "must stay beyond the candidates' windows)")
+    table = summarize_rows(results)
     text = markdown(table, a, longest) + f"\ntotal {round(time.time() - started)} s\n\n{regenerate_note(MODULE, argv)}\n"
     print(text, end="")
-    (a.out / "table.md").write_text(text)
-    (a.out / "table.json").write_text(json.dumps({
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-        "longest_tokens": longest, "table": table}, indent=2) + "\n")
+    write_page("table", stamped({"settings": settings(a),
+                                 "longest_tokens": longest, "table": table}), text, a.out)
     if a.write_docs:
         (REPO / "docs" / "results").mkdir(parents=True, exist_ok=True)
         (REPO / "docs" / "results" / "wikihop_small.md").write_text("# WikiHop ablation in small (Table 10)\n\n" + text)

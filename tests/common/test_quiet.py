@@ -3,7 +3,7 @@ under load, and the page's banner; and its wiring into the bench CLIs (--load-wa
 import argparse
 
 from longformer_common import quiet
-from longformer_tools.cli import bench_args
+from longformer_tools.bench import bench_args
 
 
 def test_wait_returns_as_soon_as_the_load_falls():

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from longformer_kernels import flops
+from longformer_tools import flops
 
 
 def brute_force_pairs(length, window, global_tokens):

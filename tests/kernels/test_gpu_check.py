@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import longformer_kernels.gpu_check as gpu_check
+import longformer_tools.gpu.gpu_check as gpu_check
 from longformer_kernels.sliding_chunks import sliding_chunks_attention
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def test_gpu_check_case_and_dtype_filters(tmp_path, capsys):
 
 def test_benchmark_without_global_tokens_passes_no_global_projections():
     """G = 0 rows: our implementations get no q_g, k_g, v_g (nothing global to differentiate)."""
-    from longformer_kernels.gpu_bench import run_benchmark
+    from longformer_tools.gpu.gpu_bench import run_benchmark
 
     bench = run_benchmark(torch.device("cpu"), True, lambda line: None, globals=(0,), contenders=("torch",))
     assert bench["errors"] == 0 and bench["flex_pattern_check"] == {"skipped": "flex is not among the contenders"}

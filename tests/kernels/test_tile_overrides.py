@@ -7,7 +7,7 @@ import torch
 import longformer_kernels.triton_attention as kernels  # noqa: E402  (conftest chose the interpreter)
 import longformer_kernels.triton_tiles as tiles  # noqa: E402
 from kernel_helpers import Case, case_masks, device_masks, forward_backward, random_inputs
-from longformer_kernels import gpu_tune
+from longformer_tools.gpu import gpu_tune
 from longformer_kernels.pattern import AttentionPattern
 from longformer_kernels.reference import reference_attention
 

@@ -1,6 +1,6 @@
 """The Triton kernels build for real GPUs, with the tiles GPUs use: checked on a CPU.
 
-``python -m longformer_kernels.compile_table`` compiles, of every configuration the launchers can
+``python -m longformer_tools.gpu.compile_table`` compiles, of every configuration the launchers can
 choose (``launch_configurations()``: 7 kernels x fp16 / bf16 / fp32 x BLOCK_D 16..256 x their
 causal / dropout / band-bias / dilation / global-keys switches, with ``block_config``'s GPU
 tiles), the covering subset of ``compiled_configurations()`` (every kernel x dtype x tile set in
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_every_launch_configuration_builds_for_gpus(tmp_path):
     out = tmp_path / "records.json"
     env = dict(os.environ, TRITON_INTERPRET="0")
-    command = [sys.executable, "-m", "longformer_kernels.compile_table", "--json", str(out), "--jobs", "2", "--quiet"]
+    command = [sys.executable, "-m", "longformer_tools.gpu.compile_table", "--json", str(out), "--jobs", "2", "--quiet"]
     cache = os.environ.get("LONGFORMER_COMPILE_CACHE")
     if cache is not None:
         command += ["--cache", cache]
@@ -62,7 +62,7 @@ def test_every_launch_configuration_builds_for_gpus(tmp_path):
 def _compiled_configurations():
     """Kernel names of compile_table.compiled_configurations(), asked of a process of its own
     (importing compile_table turns the interpreter off for the importing process)."""
-    code = ("import json; from longformer_kernels.compile_table import compiled_configurations as c; "
+    code = ("import json; from longformer_tools.gpu.compile_table import compiled_configurations as c; "
             "print(json.dumps([x.kernel.strip('_') for x in c()]))")
     run = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TRITON_INTERPRET="0"),
                          capture_output=True, text=True, cwd=REPO, check=True)
@@ -71,7 +71,7 @@ def _compiled_configurations():
 
 COVERING = """
 import itertools, json
-from longformer_kernels.compile_table import compiled_configurations
+from longformer_tools.gpu.compile_table import compiled_configurations
 from longformer_kernels.triton_attention import KERNEL_FLAGS, launch_configurations
 chosen = compiled_configurations()
 full = launch_configurations()
@@ -117,7 +117,7 @@ def test_the_compiled_subset_covers_every_switch():
 COLD_SAMPLE = """
 import json, tempfile
 import torch
-import longformer_kernels.compile_table as t
+import longformer_tools.gpu.compile_table as t
 from longformer_kernels.triton_attention import launch_configurations
 configs = launch_configurations()
 picks = []

@@ -21,7 +21,7 @@ ENV = "LONGFORMER_TEST_DEVICE"  # set from --device before any test module is im
 DEVICE = os.environ.get(ENV, "cpu")
 DESELECTED_WHY = {
     "tests/kernels": "the Triton interpreter on CPU tensors; on a GPU the kernels are checked by "
-                     "longformer_kernels.gpu_check (scripts/gpu_round.sh, stage checks)",
+                     "longformer_tools.gpu.gpu_check (scripts/gpu_round.sh, stage checks)",
     "tests/preprocessing": "data preparation: no device code",
     "tests/tools": "benchmark and report tools on CPU; their CUDA mode runs in scripts/gpu_round.sh (stage throughput)",
     "tests/recipes": "recipe scripts and dry runs: no device code",

@@ -30,6 +30,7 @@ import torch
 from longformer_kernels import AttentionDropout, AttentionPattern, fused_dropout_mask, sliding_chunks_attention
 
 from longformer_common import quiet
+from longformer_common.flags import add_flags
 from longformer_common.provenance import provenance, provenance_line
 from .workers import wait_until_quiet
 
@@ -51,14 +52,7 @@ def one_call(q, k, v, pattern, grad_out, dropout) -> Tuple[float, int]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="core_dropout", description=__doc__.splitlines()[0])
-    parser.add_argument("--length", type=int, default=4096)
-    parser.add_argument("--window", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--rate", type=float, default=0.1)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--quiet-below", type=float, default=0.5)
+    add_flags(parser, length=4096, window=256, heads=12, head_dim=64, rate=0.1, rounds=15, threads=2, quiet_below=0.5)
     parser.add_argument("--json", metavar="PATH", help="also store every round's times and page faults here")
     parser.add_argument("--markdown", metavar="PATH", help="also write the results page (with --json or --replot)")
     parser.add_argument("--replot", metavar="JSON", help="measure nothing: re-write --markdown from a stored run")

@@ -24,6 +24,7 @@ import torch
 
 from longformer_common.quiet import load_banner
 from longformer_common.staleness import CPU_MODEL_CODE, stale_banner
+from longformer_common.provenance import provenance_line
 
 CASES = ("longformer_forward", "longformer_fwd_bwd", "led_encoder_forward", "led_generate", "onnx_forward")
 # cases whose second model is not the accelerated one: what the "accelerated" column then holds
@@ -195,15 +196,16 @@ def page(report: dict) -> str:
     lengths = {"longformer_forward": s["length"], "longformer_fwd_bwd": s["length"], "onnx_forward": s["length"],
                "led_encoder_forward": s["led_length"], "led_generate": s["gen_length"]}
     rows = report["results"]
+    recorded = report.get("provenance") or {}
+    # older runs stored no load at the start or end: their first and last rows' loads stand in
     banner = load_banner(env.get("load_average_at_start", rows[0].get("load_average_before") if rows else None),
-                         env.get("load_average_at_end", rows[-1].get("load_average_after") if rows else None))
-    stale = stale_banner(env.get("commit"), CPU_MODEL_CODE + ("fairseq_longformer/serving",))
+                         recorded.get("load_average") or (rows[-1].get("load_average_after") if rows else None))
+    stale = stale_banner(recorded.get("commit"), CPU_MODEL_CODE + ("fairseq_longformer/serving",))
     lines = [
         "# transformers' Longformer / LED, stock against `longformer_kernels.hf.accelerate` (CPU)", "",
         *[line for text in (banner, stale) if text for line in (text, "")],
-        f"Written by `{report['command']}`. Measured on commit {env['commit']}, {env['date']}, {env['processor']} "
-        f"({env['cpus']} CPUs, {s['threads']} torch threads), torch {env['torch']}, transformers "
-        f"{env['transformers']}. Random weights: {s['layers']} layer(s) of {s['hidden']} wide, {s['heads']} "
+        f"Written by `{report['command']}`. {provenance_line(report.get('provenance'))} {s['threads']} torch "
+        f"threads, torch {env['torch']}, transformers {env['transformers']}. Random weights: {s['layers']} layer(s) of {s['hidden']} wide, {s['heads']} "
         f"heads, FFN {s['ffn']}, one-sided window w = {s['window']} (attention_window {2 * s['window']}; LED "
         f"{s['led_window']}, attention_window {2 * s['led_window']}), "
         f"token 0 global, batch 1, fp32. {s['runs']} timed runs per model after one warm-up, interleaved.",

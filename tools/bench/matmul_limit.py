@@ -2,7 +2,7 @@
 every contender's useful GFLOP/s as a fraction of it.
 
 A worker with the contenders' thread count, device and dtype times plain matmuls at the layer's
-own shapes (``flops.limit_shapes``: the projections' GEMM, its weight gradient, the PyTorch
+own shapes (``limit_shapes``: the projections' GEMM, its weight gradient, the PyTorch
 path's band matmuls). It is one more worker of the point's round-robin (``workers``), so a busy
 spell of a shared machine slows it as much as the contenders. The limit of a call (forward, or
 forward+backward) is the harmonic combination of the shapes' measured rates r_i (FLOPs of one
@@ -23,7 +23,8 @@ from typing import ClassVar, List, Optional
 
 import torch
 
-from . import flops
+from longformer_tools import flops
+
 from .contenders import Case
 from .measure import Result
 
@@ -37,6 +38,61 @@ FLOPS_DEFINITION = (
     "the layer's shapes (projection GEMM, its weight gradient, the band's batched matmuls) take, each "
     "shape weighted by the FLOPs it stands for (a harmonic combination), timed in the same round-robin "
     "with the same threads; fraction of limit = useful GFLOP/s / limit GFLOP/s")
+
+
+@dataclass(frozen=True)
+class MatmulShape:
+    """One matmul timed for the limit: (batch, m, k) @ (batch, k, n), and how many useful FLOPs of
+    the layer it stands for in the forward and in the backward."""
+
+    name: str
+    batch: int
+    m: int
+    k: int
+    n: int
+    forward_weight: int
+    backward_weight: int
+
+    @property
+    def flops(self) -> int:
+        """FLOPs of one timed call."""
+        return 2 * self.batch * self.m * self.k * self.n
+
+
+def band_chunk(length: int, window: int):
+    """(c, L): query positions per chunk and keys per window of the vectorized PyTorch path,
+    c = max(w // 4, 32) (at most N) and L = c + 2w rounded up to a multiple of c, as its band
+    layout has them (w at most N - 1)."""
+    window = min(window, max(length - 1, 0))
+    chunk = max(1, min(length, max(window // 4, 32)))
+    return chunk, (1 + -(-2 * window // chunk)) * chunk
+
+
+def limit_shapes(batch: int, length: int, heads: int, head_dim: int, window: int, global_tokens: int,
+                 output_projection: bool = False) -> List[MatmulShape]:
+    """The layer's own matmul shapes, weighted by the useful FLOPs each stands for:
+
+      projection         (B*N, C) @ (C, C): every projection forward, and its input gradient
+      projection weight  (C, B*N) @ (B*N, C): the weight gradients (backward only)
+      band scores        (windows, c, D) @ (D, L): q.k forward, dP = dO.V^T backward
+      band mixing        (windows, c, L) @ (L, D): p.v forward, dQ = dS.K backward
+      band transposed    (windows, L, c) @ (c, D): dV = P^T.dO and dK = dS^T.Q (backward only)
+
+    with windows = B*H*ceil(N/c), c and L as ``band_chunk`` has them. The pairs' FLOPs (global ones included) are
+    split half to q.k, half to p.v; each backward weight is what that backward matmul does, so the
+    backward weights sum to twice the forward's."""
+    counted = flops.layer_flops(batch, length, heads, head_dim, window, global_tokens, output_projection)
+    hidden, rows = heads * head_dim, batch * length
+    chunk, keys = band_chunk(length, window)
+    windows = batch * heads * -(-length // chunk)
+    half = counted.pairs // 2
+    return [
+        MatmulShape("projection", 1, rows, hidden, hidden, counted.projections, counted.projections),
+        MatmulShape("projection weight", 1, hidden, rows, hidden, 0, counted.projections),
+        MatmulShape("band scores", windows, chunk, head_dim, keys, half, half),
+        MatmulShape("band mixing", windows, chunk, keys, head_dim, counted.pairs - half, counted.pairs - half),
+        MatmulShape("band transposed", windows, keys, chunk, head_dim, 0, counted.pairs),
+    ]
 
 
 def layer_flops(case: Case) -> flops.LayerFlops:
@@ -68,7 +124,7 @@ class MatmulRunner:
         torch.set_num_threads(case.threads)
         device, dtype = torch.device(case.device), getattr(torch, case.dtype)
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        self.shapes = flops.limit_shapes(case.batch, case.length, case.heads, case.head_dim, case.window,
+        self.shapes = limit_shapes(case.batch, case.length, case.heads, case.head_dim, case.window,
                                          case.global_tokens, case.output_projection)
         gen = torch.Generator().manual_seed(0)
         sizes = [((s.batch, s.m, s.k), (s.batch, s.k, s.n), (s.batch, s.m, s.n)) for s in self.shapes]

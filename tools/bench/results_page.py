@@ -147,7 +147,7 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
               + ". Contenders: dense = SDPA with the pattern as a boolean mask, torch / triton = this project's "
               "module, hf = transformers' LongformerSelfAttention; p = their attention-dropout rate (training "
               "mode), speedups against the baselines at the same p. fwd+bwd ms: median (min-max) of the "
-              f"{s['repeats']} timed calls. Useful GFLOP/s: the layer's useful FLOPs (longformer_kernels.flops) "
+              f"{s['repeats']} timed calls. Useful GFLOP/s: the layer's useful FLOPs (longformer_tools.flops) "
               "of a forward+backward over its median time; of limit: the matmul limit's time for the same "
               "work (plain matmuls at the layer's shapes, timed in the same rounds) over the layer's, median "
               "(min-max) over the rounds.", ""]

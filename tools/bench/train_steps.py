@@ -20,7 +20,7 @@ architecture's dropout), with activation checkpointing off or on. Rows:
 The batch fills the device: doubled from 1 while a step's peak stays under half the GPU's
 memory (``--max-batch`` caps it; an out-of-memory batch is not used); on the CPU it is
 ``--max-batch``. Each row then times ``--repeats`` steps (median, min, max; synchronised). MFU =
-the step's useful FLOPs (``model_flops``) per second over the bf16 matmul rate measured in the
+the step's useful FLOPs (``longformer_tools.flops``) per second over the bf16 matmul rate measured in the
 same run (``matmul_rate``: 8192^3 on CUDA). On the CPU the same code runs at tiny sizes
 (``SIZES["tiny"]``), for CI.
 """
@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
-from . import model_flops as mf
+from longformer_tools import flops
 
 ROWS = ("longformer_mlm", "transformers_mlm", "roberta_sdpa_mlm", "led_encoder", "char_lm")
 # per size set: the MLM (longformer_base), the LED encoder (LED-large's), the char-LM
@@ -97,8 +97,8 @@ def _mlm(name: str, sizes: dict, checkpointing: bool):
     case = MLMStepCase(impl="longformer", global_tokens=0, **sizes, checkpoint_activations=checkpointing)
     hidden, ffn, n = case.hidden, 4 * case.hidden, case.length
     masked = max(1, round(0.15 * n))
-    forward = case.layers * mf.layer_forward_flops(n, hidden, ffn, case.heads,
-                                                   mf.longformer_pairs(n, case.window, (1,) * case.heads, False))
+    forward = case.layers * flops.layer_forward_flops(n, hidden, ffn, case.heads,
+                                                   flops.longformer_pairs(n, case.window, (1,) * case.heads, False))
     if name == "roberta_sdpa_mlm":
         import transformers
 
@@ -109,7 +109,7 @@ def _mlm(name: str, sizes: dict, checkpointing: bool):
         torch.manual_seed(case.seed)
         model = transformers.RobertaForMaskedLM(config)
         dictionary = _dictionary(case.vocab)
-        forward = case.layers * mf.layer_forward_flops(n, hidden, ffn, case.heads, [n * n] * case.heads)
+        forward = case.layers * flops.layer_forward_flops(n, hidden, ffn, case.heads, [n * n] * case.heads)
         impl = "transformers"
     else:
         impl = "longformer" if name == "longformer_mlm" else "transformers"
@@ -117,7 +117,7 @@ def _mlm(name: str, sizes: dict, checkpointing: bool):
     if checkpointing and impl == "transformers":
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     criterion = _criterion(dictionary)
-    forward += mf.masked_lm_head_flops(masked, hidden, case.vocab)
+    forward += flops.masked_lm_head_flops(masked, hidden, case.vocab)
     return (model, lambda b: mlm_inputs(replace(case, batch=b), n, dictionary),
             lambda m, x: step_loss(impl, m, criterion, x), forward)
 
@@ -129,8 +129,8 @@ def _led(sizes: dict, checkpointing: bool):
                        checkpoint_activations=checkpointing)
     encoder, dictionary = build_encoder(case)
     n, hidden = case.length, case.hidden
-    forward = case.layers * mf.layer_forward_flops(n, hidden, case.ffn, case.heads,
-                                                   mf.longformer_pairs(n, case.window, (1,) * case.heads, False, 1),
+    forward = case.layers * flops.layer_forward_flops(n, hidden, case.ffn, case.heads,
+                                                   flops.longformer_pairs(n, case.window, (1,) * case.heads, False, 1),
                                                    global_tokens=1)
 
     def loss(module, x):
@@ -152,8 +152,8 @@ def _char_lm(sizes: dict, checkpointing: bool):
         attention = layer.self_attn
         assert isinstance(attention, LongformerSelfAttention), type(attention)
         pattern = attention.config.pattern
-        pairs = [mf.dilated_pairs(n, pattern.window, d, True) for d in pattern.dilation_per_head(attention.num_heads)]
-        forward += mf.layer_forward_flops(n, hidden, layer.fc1.out_features, attention.num_heads, pairs)
+        pairs = [flops.dilated_pairs(n, pattern.window, d, True) for d in pattern.dilation_per_head(attention.num_heads)]
+        forward += flops.layer_forward_flops(n, hidden, layer.fc1.out_features, attention.num_heads, pairs)
     return (model, lambda b: dict(zip(("tokens", "target"), lm_inputs(replace(case, batch=b), n, dictionary))),
             lambda m, x: lm_loss(m, x["tokens"], x["target"])[0], forward)
 
@@ -227,7 +227,7 @@ def measure(name: str, sizes: dict, checkpointing: bool, device: torch.device, m
         torch.cuda.reset_peak_memory_stats(device)
     row.step_ms = [step(inputs) for _ in range(repeats)]
     row.peak_mb = torch.cuda.max_memory_allocated(device) / 2 ** 20 if total else None
-    row.step_flops = mf.step_flops(forward * chosen)
+    row.step_flops = flops.step_flops(forward * chosen)
     return row
 
 

@@ -7,7 +7,7 @@ included, up to the heads' output (Hugging Face's LongformerSelfAttention bounda
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
 LongformerSelfAttention, each at every --dropout rate (attention dropout in training mode).
 Beside them a worker times plain matmuls at the layer's own shapes: the machine's matmul limit,
-against which every row's useful GFLOP/s is reported as a fraction (``bench/flops.py``,
+against which every row's useful GFLOP/s is reported as a fraction (``longformer_tools/flops.py``,
 ``bench/matmul_limit.py``). Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
 --out-dir, and with --markdown PATH the results page (the plot needs matplotlib: pip install
 'fairseq-longformer[bench]'). The measuring code is in the package ``longformer_tools/bench/``.
@@ -25,73 +25,22 @@ from longformer_common.cli import one_line_errors
 
 from ..bench import matmul_limit, results_page
 from ..bench.contenders import CONTENDERS, Case
-from ..bench.measure import MEMORY_HELP, Result
+from ..bench.measure import Result
 from ..bench.figure1 import plot, require_matplotlib
 from ..bench.ratios import add_ratios, format_table
+from ..bench.commands import CPU_LENGTHS, GPU_LENGTHS, figure1_page, figure1_parser
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_run_arguments, load_report,
-                         load_at_start, memory_limit_mb, settings, write_report)
-
-CPU_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
-GPU_LENGTHS = CPU_LENGTHS + [32768]
-
+from ..bench.bench_args import (check_dropout, check_run_arguments, load_at_start, load_report, memory_limit_mb,
+                                resolve_device, settings, write_report)
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="longformer-bench",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Memory: " + MEMORY_HELP + "\n\nTime: median of --repeats calls after a warm-up "
-               "call, forward under torch.no_grad(), forward+backward with gradients of the input "
-               "and all weights. On CPU the contenders of one length are timed side by side: each "
-               "has a worker process with its module set up, and the workers are called in turn, "
-               "round-robin, so a slow spell of a shared machine falls on all of them alike (every "
-               "--dropout rate, and the matmul limit's worker, in the same round). A "
-               "case whose first forward+backward exceeds --time-cap is recorded as too slow and "
-               "longer lengths of that contender are skipped; an allocation failure is recorded "
-               "as OOM, likewise.",
-    )
-    add_run_arguments(
-        parser, unit="case", lengths=None,
-        lengths_help=f"sequence lengths, e.g. '512,1024' (default: {','.join(map(str, CPU_LENGTHS))} on CPU, "
-                     "up to 32768 on CUDA)",
-        repeats=5, threads=2, time_cap=None, name=None, files="the JSON and PNG",
-        time_cap_help="seconds one forward+backward may take before the case counts as too slow (default "
-                      "60 on CPU, 30 on CUDA)",
-        name_help="file name stem (default figure1_<device>)")
-    parser.add_argument("--impls", nargs="+", default=None, choices=CONTENDERS,
-                        help="contenders (default: dense torch hf, plus triton on CUDA)")
-    parser.add_argument("--global-tokens", nargs="+", type=int, default=[0, 8],
-                        help="numbers of global tokens (the first tokens of the sequence), default 0 8")
-    parser.add_argument("--dropout", nargs="+", type=float, default=[0.0, 0.1],
-                        help="attention-dropout rates, each timed side by side with the others (training "
-                             "mode: ours' attention dropout, SDPA's dropout_p, HF's "
-                             "attention_probs_dropout_prob), default 0 0.1")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                        help="auto: cuda when available")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--window", type=int, default=256,
-                        help="ONE-sided window w (default 256 = Hugging Face attention_window 512)")
-    parser.add_argument("--output-projection", action="store_true",
-                        help="end every contender in the output projection (a whole attention "
-                             "block); default: stop at the heads' output, as Hugging Face's "
-                             "LongformerSelfAttention does")
-    add_page_arguments(parser, redraws=", re-draw <JSON minus .json>.png")
-    parser.epilog += ("\n\nWhole training steps instead (tokens/s, peak memory, MFU; CUDA or tiny on CPU): "
-                      "longformer-bench train-steps --help")
-    return parser
+    return figure1_parser(__doc__)
 
 
 def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.device == "auto":
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but torch.cuda.is_available() is False")
+    resolve_device(parser, args)
     if args.lengths is None:
         args.lengths = GPU_LENGTHS if args.device == "cuda" else CPU_LENGTHS
     if args.impls is None:
@@ -135,8 +84,7 @@ def plot_title(settings: dict, info: dict) -> str:
 
 def write_page(report: dict, json_path: str, png_path: str, markdown_path: str) -> None:
     """The results page of ``report`` (stored at ``json_path``, drawn at ``png_path``)."""
-    results_page.write_page(results_page.figure1_page(report, build_parser(), json_path, markdown_path, png_path),
-                            markdown_path)
+    results_page.write_page(figure1_page(report, json_path, markdown_path, png_path), markdown_path)
 
 
 def replot(json_path: str, markdown_path=None) -> int:

@@ -6,16 +6,15 @@ rendered from the stored JSON: ``--replot JSON`` re-renders it). The measuring c
 longformer_tools/bench/hf_accelerate.py.
 """
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 from dataclasses import asdict
 
 from longformer_common.cli import one_line_errors
 from longformer_common import quiet
+from longformer_common.provenance import provenance
+from longformer_common.results import write_page
 
 from ..bench.hf_accelerate import CASES, Sizes, page, run_case
 
@@ -43,14 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--replot", metavar="JSON", help="re-render the page of a stored run and exit")
     quiet.add_load_arguments(parser)
     return parser
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 @one_line_errors
@@ -93,20 +84,13 @@ def main(argv=None) -> int:
     report = {
         "command": "longformer-bench-hf " + " ".join(argv if argv is not None else sys.argv[1:]),
         "settings": {**asdict(sizes), "runs": args.runs, "threads": args.threads},
-        "environment": {"commit": _commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime(
-            "%Y-%m-%d %H:%M UTC"), "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "load_average_at_start": load_start,
-            "load_average_at_end": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None},
+        "environment": {"torch": torch.__version__, "transformers": transformers.__version__,
+                        "load_average_at_start": load_start},
         "results": rows,
+        "provenance": provenance(),
     }
-    os.makedirs(args.out_dir, exist_ok=True)
-    path = os.path.join(args.out_dir, args.name)
-    with open(path + ".json", "w") as handle:
-        json.dump(report, handle, indent=1)
-    with open(path + ".md", "w") as handle:
-        handle.write(page(report))
-    print(f"wrote {path}.json and {path}.md")
+    json_path, md_path = write_page(args.name, report, page(report), args.out_dir)
+    print(f"wrote {json_path} and {md_path}")
     return 0
 
 

@@ -21,32 +21,14 @@ import time
 from longformer_common.cli import one_line_errors
 
 from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, format_rows, ratio_rows
-from ..bench import results_page
-from ..bench.measure import MEMORY_HELP
+from ..bench.commands import led_page, led_parser
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_at_start, load_report,
-                         memory_limit_mb, replot_model_report, write_report)
+from ..bench.bench_args import (check_run_arguments, finish_model_report, load_at_start, memory_limit_mb,
+                                replot_model_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="longformer-bench-led", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="Memory: " + MEMORY_HELP)
-    add_run_arguments(parser, unit="encoder", lengths=[4096, 16384],
-                      lengths_help="source lengths N (default 4096,16384)", repeats=3, threads=2,
-                      time_cap=3600.0, name="led_encoder_cpu")
-    parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--head-dim", type=int, default=64, help="width = heads x head-dim (default 768)")
-    parser.add_argument("--ffn", type=int, default=3072)
-    parser.add_argument("--vocab", type=int, default=50265)
-    parser.add_argument("--window", type=int, default=512, help="the LED's ONE-sided window w (default 512)")
-    parser.add_argument("--bart-positions", type=int, default=1024, help="BART's learned positions (tiled)")
-    parser.add_argument("--check-length", type=int, default=512,
-                        help="N of the equality check before timing (at most w + 1; default 512)")
-    parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |LED - dense| allowed there")
-    add_page_arguments(parser)
-    return parser
+    return led_parser(__doc__)
 
 
 def parse_args(argv=None):
@@ -58,13 +40,7 @@ def parse_args(argv=None):
     return args
 
 
-def page(report: dict, json_path: str, markdown_path: str) -> str:
-    """The results page of a stored run (``bench.results_page``)."""
-    s = report["settings"]
-    title = (f"LED encoder against BART's dense encoder, {s['layers']} layer(s) of {s['heads'] * s['head_dim']}, "
-             f"one-sided window w = {s['window']}, forward+backward")
-    return results_page.model_page(report, build_parser(), "longformer-bench-led", title, ENCODERS, json_path,
-                                   markdown_path)
+page = led_page  # the results page of a stored run (``bench.commands``)
 
 
 @one_line_errors
@@ -97,17 +73,12 @@ def main(argv=None) -> int:
         results += run_side_by_side([case(impl, length) for impl in ENCODERS], quiet_below=args.quiet_below,
                                     quiet_wait=args.quiet_wait)
         print(f"N={length} done ({time.time() - started:.0f} s, load average {os.getloadavg()[0]:.1f})", flush=True)
-    rows = ratio_rows(results)
-    print(format_rows(rows))
     load_end = os.getloadavg()
     print("load average (1, 5, 15 min) at start {:.1f} {:.1f} {:.1f}, at end {:.1f} {:.1f} {:.1f}; {} cores".format(
         *load_start, *load_end, os.cpu_count()))
-    path = write_report(args, rows, started, environment={"load_average_at_start": load_start},
-                        check={"length": args.check_length, "max_abs_diff": difference})
-    if args.markdown:
-        results_page.write_page(page(load_report(path, ENCODERS), path, args.markdown), args.markdown)
-    print(f"wrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
-    return 0
+    return finish_model_report(args, ratio_rows(results), started, ENCODERS, format_rows, page,
+                               environment={"load_average_at_start": load_start},
+                               check={"length": args.check_length, "max_abs_diff": difference})
 
 
 if __name__ == "__main__":

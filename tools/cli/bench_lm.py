@@ -18,37 +18,14 @@ import time
 from longformer_common.cli import one_line_errors
 
 from ..bench.lm_step import MODELS, LMStepCase, format_rows, loss_check, ratio_rows
-from ..bench import results_page
-from ..bench.measure import MEMORY_HELP
+from ..bench.commands import lm_page, lm_parser
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_at_start, load_report,
-                         memory_limit_mb, replot_model_report, write_report)
+from ..bench.bench_args import (check_run_arguments, finish_model_report, load_at_start, memory_limit_mb,
+                                replot_model_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="longformer-bench-lm", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Memory: " + MEMORY_HELP + "\n\nTime: median of --repeats calls after a warm-up call. "
-               "A step is forward, cross-entropy and backward into every weight, in training mode "
-               "(dropout as the architecture's); 'fwd' is the eval-mode forward without gradients.")
-    add_run_arguments(parser, unit="model", lengths=[4096, 16384],
-                      lengths_help="characters per sequence (default 4096,16384)", repeats=3, threads=1,
-                      time_cap=900.0, name="charlm_step_cpu", step="step")
-    parser.add_argument("--arch", default="longformer_lm_small")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--checkpoint-activations", action="store_true",
-                        help="both models recompute each layer in backward (fairseq's flag; the "
-                             "char-LM recipes train with it)")
-    parser.add_argument("--relative-positions", action="store_true",
-                        help="both models with Transformer-XL's relative positions (the recipes' "
-                             "setting): the dense one adds its (N, N) position scores as a float mask")
-    parser.add_argument("--loss-tolerance", type=float, default=1e-4,
-                        help="largest |longformer loss - dense loss| (nats) accepted before timing")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dense-window-offset", type=int, default=0, help=argparse.SUPPRESS)  # tests only
-    add_page_arguments(parser)
-    return parser
+    return lm_parser(__doc__)
 
 
 def parse_args(argv=None):
@@ -60,14 +37,7 @@ def parse_args(argv=None):
     return args
 
 
-def page(report: dict, json_path: str, markdown_path: str) -> str:
-    """The results page of a stored run (``bench.results_page``)."""
-    s = report["settings"]
-    title = (f"Char-LM training step, {s['arch']}, {'relative' if s.get('relative_positions') else 'learned'} "
-             f"positions, activations {'checkpointed' if s.get('checkpoint_activations') else 'kept'}: "
-             "Longformer against dense attention")
-    return results_page.model_page(report, build_parser(), "longformer-bench-lm", title, MODELS, json_path,
-                                   markdown_path, step="step")
+page = lm_page  # the results page of a stored run (``bench.commands``)
 
 
 @one_line_errors
@@ -106,14 +76,8 @@ def main(argv=None) -> int:
         print(f"N={length}: peak memory, each model in a fresh process, then timing both side by side "
               f"({args.repeats} steps each)", flush=True)
         results += run_side_by_side(cases, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
-    rows = ratio_rows(results)
-    print()
-    print(format_rows(rows))
-    path = write_report(args, rows, started, environment={"load_average_at_start": load_start}, loss_checks=checks)
-    if args.markdown:
-        results_page.write_page(page(load_report(path, MODELS), path, args.markdown), args.markdown)
-    print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
-    return 0
+    return finish_model_report(args, ratio_rows(results), started, MODELS, format_rows, page,
+                               environment={"load_average_at_start": load_start}, loss_checks=checks)
 
 
 if __name__ == "__main__":

@@ -20,42 +20,17 @@ import time
 
 from longformer_common.cli import one_line_errors
 
-from ..bench.measure import MEMORY_HELP
 from ..bench.mlm_step import MODELS, MLMStepCase, format_rows, import_models, loss_check, ratio_rows
+from ..bench.commands import mlm_page, mlm_parser
 from ..bench.workers import run_side_by_side
-from ..bench import results_page
-from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_page_path, check_run_arguments,
-                         load_at_start, load_report, memory_limit_mb, replot_model_report, write_report)
+from ..bench.bench_args import (check_dropout, check_page_path, check_run_arguments, finish_model_report,
+                                load_at_start, memory_limit_mb, replot_model_report)
 
 PROG = "longformer-bench-mlm"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Memory: " + MEMORY_HELP + "\n\nTime: median of --repeats calls after a warm-up call. A step "
-               "is forward, masked-LM loss and backward into every weight, in training mode (--dropout, "
-               "--attention-dropout); ours sends only the masked positions through the LM head (fairseq's "
-               "criterion), transformers every position (its forward with labels). 'fwd' is the eval-mode "
-               "forward without gradients, every position's logits in both.")
-    add_run_arguments(parser, unit="model", lengths=[4096], lengths_help="tokens per sequence (default 4096)",
-                      repeats=3, threads=2, time_cap=900.0, name="mlm_step_cpu", step="step")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--window", type=int, default=256,
-                        help="ONE-sided window w (default 256 = Hugging Face attention_window 512)")
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--hidden", type=int, default=768, help="width; the feed-forward is 4x (default 768)")
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--vocab", type=int, default=50265,
-                        help="dictionary size, specials and <mask> included (default 50265, RoBERTa's)")
-    parser.add_argument("--dropout", type=float, default=0.1, help="hidden dropout of both models (default 0.1)")
-    parser.add_argument("--attention-dropout", type=float, default=0.1,
-                        help="attention-probability dropout of both models (default 0.1)")
-    parser.add_argument("--loss-tolerance", type=float, default=1e-4,
-                        help="largest |our loss - transformers' loss| / transformers' loss accepted before timing")
-    parser.add_argument("--seed", type=int, default=0)
-    add_page_arguments(parser)
-    return parser
+    return mlm_parser(__doc__)
 
 
 def parse_args(argv=None):
@@ -78,12 +53,7 @@ def parse_args(argv=None):
     return args
 
 
-def page(report: dict, json_path: str, markdown_path: str) -> str:
-    """The results page of a stored run (``bench.results_page``)."""
-    s = report["settings"]
-    title = (f"Masked-LM training step, {s['layers']} layers x {s['hidden']}, {s['heads']} heads, w = {s['window']}, "
-             f"vocabulary {s['vocab']:,}: ours against transformers' LongformerForMaskedLM")
-    return results_page.model_page(report, build_parser(), PROG, title, MODELS, json_path, markdown_path, step="step")
+page = mlm_page  # the results page of a stored run (``bench.commands``)
 
 
 @one_line_errors
@@ -132,14 +102,8 @@ def main(argv=None) -> int:
                     progress.write(f"{result.case.impl} N={length}: {result.status} {result.note}")
                 results.append(result)
                 progress.update(1)
-    rows = ratio_rows(results)
-    print()
-    print(format_rows(rows))
-    path = write_report(args, rows, started, environment={"load_average_at_start": load_start}, loss_checks=checks)
-    if args.markdown:
-        results_page.write_page(page(load_report(path, MODELS), path, args.markdown), args.markdown)
-    print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
-    return 0
+    return finish_model_report(args, ratio_rows(results), started, MODELS, format_rows, page,
+                               environment={"load_average_at_start": load_start}, loss_checks=checks)
 
 
 if __name__ == "__main__":

@@ -3,19 +3,21 @@ checkpointing off and on, the batch filling the GPU) of our longformer_base mask
 transformers' LongformerForMaskedLM and a RoBERTa with dense SDPA attention at 4,096 tokens, the
 LED-large encoder at 16,384 and the char-LM at its longest phase: tokens/s, peak memory, MFU
 against the bf16 matmul rate measured in the same run. On the CPU the same code at tiny sizes.
-The measuring code is ``longformer_tools/bench/train_steps.py``; the FLOP count ``model_flops.py``.
+The measuring code is ``longformer_tools/bench/train_steps.py``; the FLOP count ``longformer_tools/flops.py``.
 """
 import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
 import torch
 
+from longformer_common.provenance import cpu_model, provenance
+
 from ..bench import train_steps
+from ..bench.bench_args import resolve_device
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,10 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.device == "auto":
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but torch.cuda.is_available() is False: use --device cpu")
+    resolve_device(parser, args)
     args.size = args.size or ("full" if args.device == "cuda" else "tiny")
     args.max_batch = args.max_batch or (64 if args.device == "cuda" else 1)
     args.repeats = args.repeats or (5 if args.device == "cuda" else 1)
@@ -62,12 +61,6 @@ def parse_args(argv=None):
     return args
 
 
-def _commit() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    found = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return os.environ.get("COMMIT") or (found.stdout.strip() if found.returncode == 0 else "unknown")
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     device = torch.device(args.device)
@@ -75,9 +68,9 @@ def main(argv=None) -> int:
     print(train_steps.HEADER)
     threads = torch.get_num_threads()
     environment = {
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-        "torch": torch.__version__, "python": platform.python_version(), "commit": _commit(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "load_average": os.getloadavg(),
+        **provenance(),  # the commit (COMMIT where no .git travels), CPU, date and load at the start
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model() or "cpu",
+        "torch": torch.__version__, "python": platform.python_version(),
         "threads": args.threads or (1 if args.size == "tiny" else threads),
         "command": "longformer-bench train-steps " + " ".join(sys.argv[2:] if argv is None else argv)}
 

@@ -33,7 +33,7 @@ ALLOWED = {
     "forward+backward is 3x the forward": "the useful-FLOPs convention (docs/benchmarks.md)",
     "forward+backward 3x the forward": "the useful-FLOPs convention (docs/benchmarks.md)",
     "count it, 3.5x": "FlashAttention's FLOP convention, as they define it",
-    "backward 2x forward": "the model-FLOPs convention of tools/bench/model_flops.py",
+    "backward 2x forward": "the model-FLOPs convention of tools/flops.py",
     "about 10x its output's rounding": "how the GPU check's tolerances were chosen",
     "under 2x the PyTorch": "the GPU check's tolerance for the Triton kernel",
     "227 KiB": "a hardware limit: the shared memory per block of sm_90",

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Dict, List
 
-from longformer_kernels import attention_flops
+from longformer_tools.flops import attention_flops
 
 from .lease_ratios import ab_rows, ab_summary, flex_summary
 
@@ -150,7 +150,7 @@ def bench_rows(folder: Path) -> List[dict]:
 
 
 def useful_tflops(row: dict) -> float:
-    """The row's useful TFLOP/s by the project's one count (``longformer_kernels.flops``), from
+    """The row's useful TFLOP/s by the project's one count (``longformer_tools.flops``), from
     its time: the stored ``tflops`` of runs before that count (band only, fwd+bwd 3.5x) is not used."""
     backward = row["passes"] == "fwd+bwd"
     useful = attention_flops(row["batch"], row["heads"], row["length"], row["head_dim"], row["window"],
@@ -284,8 +284,8 @@ def page(folder: Path, device: str) -> str:
     page = [f"# The attention on a GPU: {device}", "",
             "Built by `python -m longformer_tools.report.gpu_results docs/results/gpu_h200 --device \"NVIDIA H200\"` "
             "from the files four leases brought back (`gpu_h200/`: the logs of `scripts/gpu_round.sh` and of the "
-            "later leases' scripts `lease2.sh` to `lease4.sh`, the benchmark and tile-sweep JSONs). Nothing on "
-            "this page was measured on the CPU.", "", LEASE_COMMITS, "",
+            "later leases' scripts `tools/gpu/leases/lease2.sh` to `lease4.sh`, the benchmark and tile-sweep "
+            "JSONs). Nothing on this page was measured on the CPU.", "", LEASE_COMMITS, "",
             "## Checks", "",
             f"{passed} check lines passed, {len(failed)} failed (one line: one implementation, case, dtype and "
             "dropout, all seven tensors; error ||x - x64|| / ||x64|| against the PyTorch path in float64, "
@@ -313,7 +313,7 @@ def page(folder: Path, device: str) -> str:
             page += ["", f"## Benchmark, {dtype} (matmul 8192^3 in the same run: {matmul:.0f} TFLOP/s)", "",
                      "H = 12, D = 64, w = 256, G global tokens (the first G of each row), no padding; median of 5 "
                      "CUDA-event timings after 3 warm-ups. TFLOP/s: useful FLOPs by the project's one count "
-                     "(`longformer_kernels.flops`: the band and the global rows and columns, 4D FLOPs per pair and "
+                     "(`longformer_tools.flops`: the band and the global rows and columns, 4D FLOPs per pair and "
                      "head forward, forward+backward 3x) over the time. `skipped`: FlexAttention has no attention "
                      "dropout. Flex / ours, dense / ours: their time over ours (above 1: ours is faster). "
                      "FlexAttention here read the global tokens from a tensor in its mask, also at G = 0, which "

@@ -25,29 +25,26 @@ from typing import Callable, Dict
 from longformer_common.provenance import REPO
 
 from .doc_figures import stale_docs
+from ..gpu import compile_page
 
 RESULTS = "docs/results"
 UNRENDERED_MARK = "Not rendered from stored data"
 
 
 def _bench(name: str) -> str:
-    from ..bench import results_page
-    from ..cli import bench
-    from ..cli.bench_args import load_report
+    from ..bench.bench_args import load_report
+    from ..bench.commands import CONTENDERS, figure1_page
 
     json_path, png_path = f"{RESULTS}/{name}.json", f"{RESULTS}/{name}.png"
-    return results_page.figure1_page(load_report(json_path, bench.CONTENDERS), bench.build_parser(), json_path,
-                                     f"{RESULTS}/{name}.md", png_path)
+    return figure1_page(load_report(json_path, CONTENDERS), json_path, f"{RESULTS}/{name}.md", png_path)
 
 
-def _model(module: str, impls: str, name: str) -> str:
-    import importlib
+def _model(page: str, impls: str, name: str) -> str:
+    from ..bench import commands
+    from ..bench.bench_args import load_report
 
-    from ..cli.bench_args import load_report
-
-    cli = importlib.import_module(f"longformer_tools.cli.{module}")
     json_path = f"{RESULTS}/{name}.json"
-    return cli.page(load_report(json_path, getattr(cli, impls)), json_path, f"{RESULTS}/{name}.md")
+    return getattr(commands, page)(load_report(json_path, getattr(commands, impls)), json_path, f"{RESULTS}/{name}.md")
 
 
 def _gpu() -> str:
@@ -57,9 +54,7 @@ def _gpu() -> str:
 
 
 def _compile_table() -> str:
-    from longformer_kernels import triton_compile_page
-
-    return triton_compile_page()
+    return compile_page.seed_page()
 
 
 def _core_dropout() -> str:
@@ -103,13 +98,13 @@ def _charlm_ablation(name: str) -> str:
 RENDERERS: Dict[str, Callable[[], str]] = {
     "figure1_cpu.md": lambda: _bench("figure1_cpu"),
     "attention_layer_4096.md": lambda: _bench("attention_layer_4096"),
-    "charlm_step_cpu.md": lambda: _model("bench_lm", "MODELS", "charlm_step_cpu"),
-    "charlm_step_cpu_16384.md": lambda: _model("bench_lm", "MODELS", "charlm_step_cpu_16384"),
-    "charlm_step_cpu_16384_ckpt.md": lambda: _model("bench_lm", "MODELS", "charlm_step_cpu_16384_ckpt"),
-    "charlm_step_cpu_relative_ckpt.md": lambda: _model("bench_lm", "MODELS", "charlm_step_cpu_relative_ckpt"),
-    "led_encoder_4096_6layers.md": lambda: _model("bench_led", "ENCODERS", "led_encoder_4096_6layers"),
-    "led_encoder_16384_1layer.md": lambda: _model("bench_led", "ENCODERS", "led_encoder_16384_1layer"),
-    "mlm_step_4096.md": lambda: _model("bench_mlm", "MODELS", "mlm_step_4096"),
+    "charlm_step_cpu.md": lambda: _model("lm_page", "LM_MODELS", "charlm_step_cpu"),
+    "charlm_step_cpu_16384.md": lambda: _model("lm_page", "LM_MODELS", "charlm_step_cpu_16384"),
+    "charlm_step_cpu_16384_ckpt.md": lambda: _model("lm_page", "LM_MODELS", "charlm_step_cpu_16384_ckpt"),
+    "charlm_step_cpu_relative_ckpt.md": lambda: _model("lm_page", "LM_MODELS", "charlm_step_cpu_relative_ckpt"),
+    "led_encoder_4096_6layers.md": lambda: _model("led_page", "ENCODERS", "led_encoder_4096_6layers"),
+    "led_encoder_16384_1layer.md": lambda: _model("led_page", "ENCODERS", "led_encoder_16384_1layer"),
+    "mlm_step_4096.md": lambda: _model("mlm_page", "MLM_MODELS", "mlm_step_4096"),
     "charlm_ablation_learned.md": lambda: _charlm_ablation("charlm_ablation_learned"),
     "charlm_ablation_relative.md": lambda: _charlm_ablation("charlm_ablation_relative"),
     "core_dropout.md": _core_dropout,

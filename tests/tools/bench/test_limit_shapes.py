@@ -1,12 +1,13 @@
-"""``flops.limit_shapes``: the matmul shapes of the limit weighted so that they stand for exactly
+"""``matmul_limit.limit_shapes``: the matmul shapes of the limit weighted so that they stand for exactly
 the layer's useful work (the count itself: tests/kernels/test_flops.py)."""
-from longformer_tools.bench import flops
+from longformer_tools import flops
+from longformer_tools.bench import matmul_limit
 
 
 def test_limit_shapes_stand_for_the_layers_work():
     """Forward weights add up to the forward's useful FLOPs, backward weights to twice that; the
     band shapes are the PyTorch path's (c = max(w // 4, 32), L = c + 2w)."""
-    shapes = {s.name: s for s in flops.limit_shapes(1, 4096, 12, 64, 256, 8, output_projection=False)}
+    shapes = {s.name: s for s in matmul_limit.limit_shapes(1, 4096, 12, 64, 256, 8, output_projection=False)}
     counted = flops.layer_flops(1, 4096, 12, 64, 256, 8)
     assert sum(s.forward_weight for s in shapes.values()) == counted.forward
     assert sum(s.backward_weight for s in shapes.values()) == 2 * counted.forward
@@ -16,4 +17,4 @@ def test_limit_shapes_stand_for_the_layers_work():
     mixing = shapes["band mixing"]
     assert (mixing.m, mixing.k, mixing.n) == (64, 576, 64) and scores.flops == mixing.flops
     # small windows: L rounds c + 2w up to whole chunks, as the layout does
-    assert flops.band_chunk(128, 8) == (32, 64) and flops.band_chunk(64, 40) == (32, 128)
+    assert matmul_limit.band_chunk(128, 8) == (32, 64) and matmul_limit.band_chunk(64, 40) == (32, 128)

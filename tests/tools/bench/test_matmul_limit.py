@@ -2,7 +2,8 @@
 FLOPs they stand for, and a row's fraction of it follows from its time; on known numbers."""
 import pytest
 
-from longformer_tools.bench import flops, matmul_limit, ratios
+from longformer_tools import flops
+from longformer_tools.bench import matmul_limit, ratios
 from longformer_tools.bench.contenders import Case
 from longformer_tools.bench.measure import Result
 

@@ -11,7 +11,8 @@ import pytest
 from longformer_tools.bench import ratios
 from longformer_tools.bench.contenders import Case
 from longformer_tools.bench.measure import Result
-from longformer_tools.cli import bench, bench_args, bench_led, bench_lm
+from longformer_tools.bench import bench_args
+from longformer_tools.cli import bench, bench_led, bench_lm
 
 
 def _result(impl, length, fwd, fwd_bwd, mem, fwd_mem, status="ok"):

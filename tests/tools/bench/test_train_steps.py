@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from longformer_tools.bench import model_flops
-from longformer_tools.bench.flops import band_pairs
+from longformer_tools import flops as model_flops
+from longformer_tools.flops import band_pairs
 from longformer_tools.cli import bench
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from longformer_tools.bench import flops, ratios
+from longformer_tools import flops
+from longformer_tools.bench import ratios
 from longformer_tools.bench.contenders import hf_available
 from longformer_tools.cli import bench as bench_cli
 

@@ -9,11 +9,13 @@ from typing import Optional
 
 import torch
 
-from ..bench.measure import MEMORY_HELP
-from ..bench.ratios import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
-from ..bench.workers import default_memory_limit_mb
-from longformer_common.provenance import provenance
 from longformer_common import quiet
+from longformer_common.provenance import provenance
+
+from . import results_page
+from .measure import MEMORY_HELP
+from .ratios import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
+from .workers import default_memory_limit_mb
 
 
 def int_list(text: str):
@@ -155,6 +157,28 @@ def write_report(args, rows, started: float, environment: Optional[dict] = None,
     return path
 
 
+def resolve_device(parser, args) -> None:
+    """``--device auto`` becomes cuda where torch sees a GPU, else cpu; ``--device cuda`` without
+    one is a usage error naming the fix."""
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but torch.cuda.is_available() is False: use --device cpu")
+
+
+def finish_model_report(args, rows, started: float, impls, format_rows, page, environment: Optional[dict] = None,
+                        **sections) -> int:
+    """The end of a whole-model benchmark: print its table, write its JSON report (``write_report``)
+    and, with --markdown, its page rendered from that JSON; 0."""
+    print()
+    print(format_rows(rows))
+    path = write_report(args, rows, started, environment, **sections)
+    if args.markdown:
+        results_page.write_page(page(load_report(path, impls), path, args.markdown), args.markdown)
+    print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))
+    return 0
+
+
 def replot_model_report(program: str, json_path: str, impls, format_rows, page, markdown_path=None) -> int:
     """``--replot`` of the whole-model benchmarks: re-print the table of a stored run and (with
     ``markdown_path``) re-write its page, ``page(report, json_path, markdown_path)``; 2 when the
@@ -166,8 +190,6 @@ def replot_model_report(program: str, json_path: str, impls, format_rows, page, 
         return 2
     print(format_rows(report["results"]))
     if markdown_path:
-        from ..bench import results_page
-
         results_page.write_page(page(report, json_path, markdown_path), markdown_path)
         print(f"\nwrote {markdown_path}")
     return 0

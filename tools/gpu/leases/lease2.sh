@@ -1,22 +1,15 @@
 #!/usr/bin/env bash
 # second lease: stage sweep of the band kernels, the remaining checks with the best tiles, headline rows, one ncu look
-set -uo pipefail
-OUT=$1; mkdir -p $OUT
-exec > >(tee "$OUT/all2.log") 2>&1
-export PYTHONUNBUFFERED=1
-link_dir="$(mktemp -d)"; ln -s "$PWD/kernels" "$link_dir/longformer_kernels"; export PYTHONPATH="$link_dir"
-start=$SECONDS
-stage() { local name=$1 limit=$2; shift 2; echo "=== $name (limit ${limit} s, at $((SECONDS - start)) s)"; timeout "$limit" "$@"; echo "=== $name: rc $? at $((SECONDS - start)) s"; }
-stage tune2 75 python3 -m longformer_kernels.gpu_tune $OUT/tune2 --repeats 5 \
+source tools/gpu/leases/lease_begin.sh "$1" all2.log
+stage tune2 75 python3 -m longformer_tools.gpu.gpu_tune $OUT/tune2 --repeats 5 \
   --candidates 64x32x4x2,32x64x4x2,64x64x4x3,64x128x4x2,64x32x4x3,64x32x4x4,32x64x4x3,64x64x4x4,128x32x4x3
 export LONGFORMER_TRITON_TILES="$(cat $OUT/tune2/best_tiles.txt 2>/dev/null || true)"
-stage checks 150 python3 -m longformer_kernels.gpu_check $OUT/check2 --skip-bench --cases n1_,n1025_dil123_padding_globals,prod_
-stage headline 30 python3 -m longformer_kernels.gpu_check $OUT/head2 --skip-checks --dtypes bf16 --lengths 16384 \
+stage checks 150 python3 -m longformer_tools.gpu.gpu_check $OUT/check2 --skip-bench --cases n1_,n1025_dil123_padding_globals,prod_
+stage headline 30 python3 -m longformer_tools.gpu.gpu_check $OUT/head2 --skip-checks --dtypes bf16 --lengths 16384 \
   --batches 8 --globals 0,8 --contenders triton --repeats 10
 cat > /tmp/fwd.py <<'PY'
 import torch
-from longformer_kernels.api import longformer_attention
-from longformer_kernels.pattern import AttentionPattern
+from longformer_kernels import AttentionPattern, longformer_attention
 q, k, v = (torch.randn(8, 12, 16384, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 for _ in range(3):
     with torch.no_grad():

@@ -9,10 +9,10 @@ kernel's shared memory (``metadata.shared``, against the target's per-block limi
 and spilled bytes (from ptxas -v). ``tests/kernels/test_triton_compile.py`` runs it and fails
 on a compile error or a shared-memory overflow.
 
-    python -m longformer_kernels.compile_table                  # markdown table, one row per tile set
-    python -m longformer_kernels.compile_table --detail         # one row per configuration
-    python -m longformer_kernels.compile_table --json out.json  # the records, for tests
-    python -m longformer_kernels.compile_table --markdown docs/results/triton_compile.md
+    python -m longformer_tools.gpu.compile_table                  # markdown table, one row per tile set
+    python -m longformer_tools.gpu.compile_table --detail         # one row per configuration
+    python -m longformer_tools.gpu.compile_table --json out.json  # the records, for tests
+    python -m longformer_tools.gpu.compile_table --markdown docs/results/triton_compile.md
 
 Results are cached, keyed by Triton's version, the source of every @triton.jit function of the
 device module (``triton_device.py``) and its tl.constexpr globals (``_source_hash``), the
@@ -38,18 +38,12 @@ import sys
 import time
 from pathlib import Path
 
+from .compile_page import CAPABILITIES, SEED_CACHE, SHARED_LIMIT, markdown, page, problems
+
 os.environ["TRITON_INTERPRET"] = "0"  # before triton and the kernels are imported
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, without its warning
 
-CAPABILITIES = (80, 86, 89, 90)
-# Shared memory one block may use (the opt-in maximum), per compute capability (CUDA C
-# Programming Guide, "Technical Specifications per Compute Capability").
-SHARED_LIMIT = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
 DEFAULT_CACHE = Path.home() / ".cache" / "longformer_kernels" / "triton_compile.json"
-# Results of the current kernel sources, kept in the repository (--write-seed refreshes them),
-# so that a checkout whose device code is unchanged need not compile again to pass the test.
-# (A checkout's file; an installed wheel has none and compiles into --cache.)
-SEED_CACHE = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "triton_compile_results.json"
 TYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 # Pointer arguments of the kernels: in the input dtype, or fixed.
 DATA = set("Q K V O DO DQ DK DV QG KG VG DQG BIAS DBIAS OUT".split())
@@ -252,85 +246,6 @@ def compile_all(caps=CAPABILITIES, jobs: int = 2, cache_path=DEFAULT_CACHE, kern
                                                    r["flags"], r["cap"]))
 
 
-def problems(records) -> list:
-    """What the test fails on: compile errors and shared memory beyond the target's limit."""
-    bad = []
-    for r in records:
-        if r["error"]:
-            bad.append(f"sm_{r['cap']} {r['name']}: compile failed: {r['error']}")
-        elif r["shared"] > r["limit"]:
-            bad.append(f"sm_{r['cap']} {r['name']}: {r['shared']} bytes of shared memory > "
-                       f"{r['limit']} allowed per block")
-    return bad
-
-
-def markdown(records, caps=CAPABILITIES, detail: bool = False) -> str:
-    """One row per (kernel, dtype, BLOCK_D) with the largest shared memory (KiB) and spilled
-    bytes (stores) over its flag variants, per target; ``detail``: one row per configuration."""
-    rows = {}
-    for r in records:
-        head = (r["kernel"], r["dtype"], r["block_d"], r["tiles"], r["warps"], r["stages"])
-        if detail:
-            head += (" ".join(r["flags"]) or "-",)
-        cell = rows.setdefault(head, {}).setdefault(r["cap"], [0, 0, 0, ""])
-        if r["error"]:
-            cell[3] = "FAIL"
-            continue
-        cell[0] = max(cell[0], r["shared"])
-        cell[1] = max(cell[1], r["spill_stores"] or 0)
-        cell[2] = max(cell[2], r["regs"] or 0)
-    columns = ["kernel", "dtype", "D", "tiles", "warps", "stages"] + (["flags"] if detail else [])
-    columns += [f"sm_{c} shared KiB / spill B" for c in caps]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for head, cells in rows.items():
-        values = [str(v) for v in head]
-        for cap in caps:
-            shared, spills, regs, fail = cells.get(cap, [0, 0, 0, "-"])
-            values.append(fail or f"{shared / 1024:.1f} / {spills}")
-        lines.append("| " + " | ".join(values) + " |")
-    limits = ", ".join(f"sm_{c} {SHARED_LIMIT[c] // 1024} KiB" for c in caps)
-    lines.append("")
-    lines.append(f"Shared memory per block allowed: {limits}. Spill B: bytes of spill stores per "
-                 "thread reported by ptxas -v (the largest over the causal / dropout / "
-                 "band-bias / global-keys variants of the row); registers are capped at 255.")
-    return "\n".join(lines)
-
-
-def recorded_tritons(records) -> str:
-    """The Triton versions the records were compiled with, as they recorded them (the page shows
-    what compiled, not what is installed where it is rendered)."""
-    versions = sorted({r["triton"] for r in records if r.get("triton")})
-    missing = sum(1 for r in records if not r.get("triton"))
-    text = "Triton " + ", ".join(versions) if versions else ""
-    if missing:
-        text += ("; " if text else "") + f"{missing} records compiled before the version was recorded"
-    return text
-
-
-def page(table: str, command: str, note: str = "", records=()) -> str:
-    """The results page around ``markdown``'s table, naming the command that wrote it and the
-    Triton version each record was compiled with."""
-    return ("# Triton kernels compiled for GPUs: shared memory and register spills\n\n"
-            f"Generated by `{command}`{note} ({recorded_tritons(records)}); shared memory in KiB /\n"
-            "register spill stores in bytes per thread, worst over the flag variants of a row.\n\n"
-            + table + "\n")
-
-
-# the command that writes docs/results/triton_compile.md: the seed as the only cache, so only
-# configurations it lacks compile (after a device-code change, all of them)
-SEED_PAGE_COMMAND = ("python -m longformer_kernels.compile_table --write-seed --cache '' "
-                     "--markdown docs/results/triton_compile.md")
-
-
-def seed_page() -> str:
-    """docs/results/triton_compile.md from the repository's seed alone (no compiler, no GPU): the
-    seed holds exactly the records of the current sources (``compile_all`` writes it so)."""
-    records = sorted(json.loads(SEED_CACHE.read_text()).values(),
-                     key=lambda r: (r["kernel"], r["dtype"], r["block_d"], r["flags"], r["cap"]))
-    return page(markdown(records), SEED_PAGE_COMMAND,
-                " (the repository's seed as the cache: only configurations not in it compile; after a "
-                "device-code change, all of them)", records)
-
 
 def main(argv=None) -> int:
     global SEED_CACHE
@@ -370,7 +285,7 @@ def main(argv=None) -> int:
     table = markdown(records, caps, args.detail)
     print(table)
     if args.markdown:
-        command = "python -m longformer_kernels.compile_table " + " ".join(argv or sys.argv[1:])
+        command = "python -m longformer_tools.gpu.compile_table " + " ".join(argv or sys.argv[1:])
         Path(args.markdown).write_text(page(table, command.strip(), records=records))
     bad = problems(records)
     for line in bad:

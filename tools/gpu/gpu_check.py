@@ -1,7 +1,7 @@
 """One-command self-check of the attention core on a GPU: correctness, then a benchmark.
 
-    python -m longformer_kernels.gpu_check OUTDIR              # CUDA: full grid + benchmark
-    python -m longformer_kernels.gpu_check OUTDIR --cpu-smoke  # tiny shapes, Triton's interpreter
+    python -m longformer_tools.gpu.gpu_check OUTDIR              # CUDA: full grid + benchmark
+    python -m longformer_tools.gpu.gpu_check OUTDIR --cpu-smoke  # tiny shapes, Triton's interpreter
     bash scripts/gpu_check.sh OUTDIR                           # the same, from a bare repository
 
 Needs torch, triton and this package only (no fairseq, no pytest, no network), so a copy of the
@@ -22,18 +22,15 @@ import json
 import os
 import platform
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from longformer_common.cli import one_line_errors
-
-from .dropout import AttentionDropout
-from .gpu_bench import CONTENDERS, DTYPES as BENCH_DTYPES
-from .pattern import AttentionMasks, AttentionPattern
-from .reference import reference_attention
-from .sliding_chunks import sliding_chunks_attention
+from longformer_kernels import (AttentionDropout, AttentionMasks, AttentionPattern, reference_attention,
+                                sliding_chunks_attention)
+from longformer_tools.gpu.gpu_bench import CONTENDERS, DTYPES as BENCH_DTYPES, run_benchmark
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 TORCH_PATH_BOUND = {"fp32": 1e-5, "fp16": 5e-3, "bf16": 4e-2}
@@ -110,7 +107,7 @@ CPU_SMOKE = [
 
 
 def _triton(*args, **kwargs):
-    from .triton_attention import triton_longformer_attention  # triton loads on first use
+    from longformer_kernels import triton_longformer_attention  # triton loads on first use
 
     return triton_longformer_attention(*args, **kwargs)
 
@@ -311,10 +308,10 @@ def main(argv=None) -> int:
     env = environment(device)
     log(f"gpu_check: {'CPU smoke (Triton interpreter, tiny shapes)' if smoke else 'CUDA'}; "
         + ", ".join(f"{k} {v}" for k, v in env.items()))
-    from .triton_attention import TILES_ENV  # after the interpreter switch above
+    from longformer_kernels import triton_tiles  # after the interpreter switch above
 
-    if os.environ.get(TILES_ENV):
-        log(f"tiles from {TILES_ENV}={os.environ[TILES_ENV]}")
+    if os.environ.get(triton_tiles.TILES_ENV):
+        log(f"tiles from {triton_tiles.TILES_ENV}={os.environ[triton_tiles.TILES_ENV]}")
     report = dict(mode="cpu-smoke" if smoke else "cuda", environment=env,
                   tolerances=dict(error="||x - x64|| / ||x64|| per tensor, x64: PyTorch path in float64",
                                   torch_path_bound=TORCH_PATH_BOUND, oracle_vs_reference=ORACLE_BOUND,
@@ -337,8 +334,6 @@ def main(argv=None) -> int:
         failed += sum(not r["ok"] for r in records)
         log(f"checks: {len(records) - failed} passed, {failed} failed, {len(skipped)} skipped")
     if not args.skip_bench:
-        from .gpu_bench import run_benchmark
-
         bench = run_benchmark(device, smoke, log, batches=args.batches, lengths=args.lengths, repeats=args.repeats,
                               globals=args.globals, contenders=args.contenders,
                               dtypes=args.dtypes and tuple(d for d in args.dtypes if d in BENCH_DTYPES) or None)

@@ -2,14 +2,13 @@
 D = 64, w = 256): which form of the Longformer pattern makes its forward slow. CUDA events,
 median of ten after three warm-ups (the first compiles). Arguments: run only the variants whose
 label ("G=8 band | j < G | i < G") holds one of them."""
-import statistics
 import sys
 
 import torch
 import torch._dynamo
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from longformer_kernels.gpu_bench import flex_contender
+from longformer_tools.gpu.gpu_bench import flex_contender, time_ms
 
 B, H, N, D, W = 8, 12, 16384, 64, 256
 torch._dynamo.config.cache_size_limit = 256
@@ -20,17 +19,8 @@ grad_out = torch.randn_like(q)
 
 
 def timed(fn):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    """Median CUDA-event milliseconds of ten calls after three warm-ups (the first compiles)."""
+    return time_ms(fn, torch.device("cuda"), 3, 10)
 
 
 def ours(mask_mod):

@@ -1,5 +1,6 @@
-"""Useful floating-point operations of Longformer attention: the one count every benchmark of the
-project uses, CPU (``longformer-bench``, ``tools/bench``) and GPU (``gpu_bench``, the H200 pages).
+"""Useful floating-point operations of Longformer attention and of whole models: the one count
+every benchmark of the project uses, CPU (``longformer-bench``, ``tools/bench``, ``train-steps``)
+and GPU (``longformer_tools.gpu.gpu_bench``, the H200 pages).
 
 The convention, stated once (docs/benchmarks.md quotes it):
 
@@ -21,11 +22,22 @@ The convention, stated once (docs/benchmarks.md quotes it):
                benchmarks count it (2.5x, fwd+bwd 3.5x), so their TFLOP/s read 7/6 of ours for the
                same time.
 
-Shapes: B batch, N length, H heads, D head dim, C = H*D, w one-sided window (dilation 1, not
-causal), G global tokens. Pure arithmetic, standard library only (``longformer_kernels`` imports
-nothing but torch and the stdlib): tests/kernels/test_flops.py checks the counts by brute force.
+  models       (``longformer-bench train-steps``: ``layer_forward_flops``, ``step_flops``) every token
+               through q, k, v, output projection and the feed-forward pair: 2*N*(4*C*C + 2*C*F)
+               per layer, with G > 0 global tokens also k_g, v_g over all N rows and q_g over the
+               G global rows; 4*D per attended pair and head, each head at its dilation d (query
+               i attends i + d*k, |k| <= w, inside the sequence; causal: k <= 0) plus the global
+               rows and columns (dilation 1); a dense model attends all N*N pairs. The masked
+               LM's head counts over the M masked positions only (2*M*(C*C + C*V)). Embeddings,
+               layer norms, activations and the softmax are not counted.
+
+Shapes: B batch, N length, H heads, D head dim, C = H*D, F feed-forward width, V vocabulary, w
+one-sided window (dilation 1, not causal, unless said), G global tokens. Pure arithmetic, standard
+library only, so the GPU tooling imports it on a bare image: tests/kernels/test_flops.py and
+tests/tools/bench/test_train_steps.py check the counts by brute force.
 """
 from dataclasses import dataclass
+from typing import Iterable, Tuple
 
 FORWARD_BACKWARD = 3  # forward + backward = 3x the forward's useful FLOPs (backward = 2x)
 
@@ -92,3 +104,45 @@ def layer_flops(batch: int, length: int, heads: int, head_dim: int, window: int,
         rows += length
     return LayerFlops(projections=2 * batch * rows * hidden * hidden,
                       pairs=attention_flops(batch, heads, length, head_dim, window, glob))
+
+
+def _clipped_steps(length: int, window: int, dilation: int) -> int:
+    """sum over i in [0, N) of min(w, i // d): the keys row i has on one side, past itself."""
+    full = min(length, dilation * window)  # rows before this see fewer than w keys back
+    q, r = divmod(full, dilation)
+    below = dilation * q * (q - 1) // 2 + r * q  # sum of i // d for i < full
+    return below + (length - full) * window
+
+
+def dilated_pairs(length: int, window: int, dilation: int = 1, causal: bool = False) -> int:
+    """(query, key) pairs of one head: each row itself, plus up to w keys d apart on each side
+    (only before it when ``causal``), inside [0, N)."""
+    side = _clipped_steps(length, window, dilation)
+    return length + side * (1 if causal else 2)
+
+
+def layer_forward_flops(length: int, hidden: int, ffn: int, heads: int, pairs_per_head: Iterable[int],
+                        global_tokens: int = 0) -> int:
+    """Forward FLOPs of one transformer layer whose H heads attend ``pairs_per_head`` pairs."""
+    projections = 2 * length * (4 * hidden * hidden + 2 * hidden * ffn)
+    if global_tokens:
+        projections += 2 * 2 * length * hidden * hidden + 2 * global_tokens * hidden * hidden
+    return projections + 4 * (hidden // heads) * sum(pairs_per_head)
+
+
+def longformer_pairs(length: int, window: int, dilations: Tuple[int, ...], causal: bool,
+                     global_tokens: int = 0) -> list:
+    """Pairs per head of one Longformer layer: the dilated band, plus the global rows and
+    columns when there are global tokens (dilation 1 then, as the encoders use)."""
+    if global_tokens:
+        return [attended_pairs(length, window, global_tokens) for _ in dilations]
+    return [dilated_pairs(length, window, d, causal) for d in dilations]
+
+
+def masked_lm_head_flops(masked: int, hidden: int, vocab: int) -> int:
+    return 2 * masked * (hidden * hidden + hidden * vocab)
+
+
+def step_flops(forward: int) -> int:
+    """A training step's useful FLOPs from its forward's: backward = 2x forward."""
+    return FORWARD_BACKWARD * forward

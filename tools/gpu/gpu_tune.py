@@ -1,7 +1,7 @@
 """Tile sweep of the Triton kernels on a GPU: which (BLOCK_M, BLOCK_N, warps, stages) is fastest
 for each kernel at a production shape.
 
-    python -m longformer_kernels.gpu_tune OUTDIR [--batch 8] [--length 16384] [--dtype bf16]
+    python -m longformer_tools.gpu.gpu_tune OUTDIR [--batch 8] [--length 16384] [--dtype bf16]
                                                  [--globals 8] [--dropout 0.0]
 
 For each candidate tile set (``CANDIDATES``; every kernel launched with it) one call's forward and
@@ -19,10 +19,8 @@ from typing import Dict, List
 
 import torch
 
-from . import triton_attention, triton_tiles
-from .dropout import AttentionDropout
-from .gpu_bench import time_ms
-from .pattern import AttentionMasks, AttentionPattern
+from longformer_kernels import AttentionDropout, AttentionMasks, AttentionPattern, triton_attention, triton_tiles
+from longformer_tools.gpu.gpu_bench import time_ms
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) for 16-bit inputs, D = 64
 CANDIDATES = [(64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 4, 2), (128, 64, 8, 2), (128, 64, 8, 3),

@@ -6,8 +6,7 @@ import time
 
 import torch
 
-from longformer_kernels.api import longformer_attention
-from longformer_kernels.pattern import AttentionPattern
+from longformer_kernels import AttentionPattern, longformer_attention
 
 q, k, v = (torch.randn(1, 12, 4096, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
 grad_out = torch.randn_like(q)

@@ -29,9 +29,9 @@ from typing import Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
-from .dropout import AttentionDropout
-from .flops import attention_flops
-from .pattern import AttentionMasks, AttentionPattern
+from longformer_kernels import (AttentionDropout, AttentionMasks, AttentionPattern, longformer_attention,
+                                sliding_chunks_attention)
+from longformer_tools.flops import attention_flops
 
 WINDOW, HEADS, HEAD_DIM = 256, 12, 64
 CONTENDERS = ("triton", "torch", "sdpa_flash", "sdpa_band", "flex")
@@ -49,10 +49,9 @@ class Skip(Exception):
     """A contender that cannot run here; the message says why."""
 
 
-def time_ms(fn: Callable, device: torch.device, warmup: int, repeats: int) -> float:
-    """Median milliseconds of ``fn`` (CUDA events on a GPU, the host clock on the CPU)."""
-    for _ in range(warmup):
-        fn()
+def call_times_ms(fn: Callable, device: torch.device, repeats: int) -> List[float]:
+    """Milliseconds of each of ``repeats`` calls of ``fn`` (CUDA events on a GPU, the host clock
+    on the CPU)."""
     times = []
     for _ in range(repeats):
         if device.type == "cuda":
@@ -66,7 +65,14 @@ def time_ms(fn: Callable, device: torch.device, warmup: int, repeats: int) -> fl
             start = time.perf_counter()
             fn()
             times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return times
+
+
+def time_ms(fn: Callable, device: torch.device, warmup: int, repeats: int) -> float:
+    """Median milliseconds of ``fn`` over ``repeats`` calls after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    return statistics.median(call_times_ms(fn, device, repeats))
 
 
 def peak_mib(fn: Callable, device: torch.device) -> Optional[float]:
@@ -99,8 +105,6 @@ def contender(name: str, shape: dict, length: int, p_drop: float, is_global: tor
     """f(q, k, v, q_g, k_g, v_g) -> (B, H, N, D) for ``name``; raises Skip when it cannot run."""
     window, device = shape["window"], is_global.device
     if name in OWN:
-        from .api import longformer_attention
-
         pattern = AttentionPattern(window)
         masks = AttentionMasks(is_global=is_global[None].expand(shape["batch"], -1) if is_global.any() else None)
         dropout = AttentionDropout(p_drop, seed=1) if p_drop else None
@@ -191,8 +195,6 @@ def check_flex_pattern(device: torch.device, smoke: bool) -> dict:
     ``flex_contender`` can write them (none, the first two positions, two scattered ones): proof
     that the benchmark times the same pattern. {"rel_err" (the worst), "tol", "ok"} or
     {"skipped"}."""
-    from .sliding_chunks import sliding_chunks_attention
-
     heads, length, window, head_dim = (2, 64, 4, 16) if smoke else (4, 1024, 32, 64)
     dtype = torch.float32 if smoke else torch.float16
     dilation = (1, 2) * (heads // 2)
@@ -300,7 +302,7 @@ def run_benchmark(device: torch.device, smoke: bool, log, **only) -> dict:
                             rows.append(row)
                             log(format_row(row))
                 del inputs
-    conventions = ("useful FLOPs: longformer_kernels.flops.attention_flops (band and global rows/columns, 4D per "
+    conventions = ("useful FLOPs: longformer_tools.flops.attention_flops (band and global rows/columns, 4D per "
                    "pair and head forward, fwd+bwd 3x forward); fraction: of the measured matmul rate at that dtype; "
                    "peak MiB: allocated by the call beyond its inputs; ms: median of CUDA-event times")
     return dict(conventions=conventions, shape=shape, matmul_tflops=rates, flex_pattern_check=flex_check, rows=rows,

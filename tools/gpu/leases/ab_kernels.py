@@ -8,6 +8,9 @@ import sys
 
 import torch
 
+from longformer_tools.gpu.gpu_bench import call_times_ms
+
+CUDA = torch.device("cuda")
 CASES = [(8, 16384, 0, 0.0), (8, 16384, 8, 0.0), (8, 16384, 0, 0.1), (8, 16384, 8, 0.1),
          (8, 4096, 0, 0.0), (1, 4096, 0, 0.0), (1, 16384, 8, 0.0)]
 
@@ -47,18 +50,6 @@ def steps(attend, batch, length, n_global):
     return {"fwd": forward, "fwd+bwd": forward_backward}
 
 
-def timed(fn, repeats=10):
-    times = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return times
-
-
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--warm":
         package = {"old": "longformer_kernels_old", "new": "longformer_kernels"}[sys.argv[2]]
@@ -75,10 +66,10 @@ def main():
         for name in ("fwd", "fwd+bwd"):
             samples = {p: [] for p in fns}
             for p in fns:
-                timed(fns[p][name], 3)  # warm-up
+                call_times_ms(fns[p][name], CUDA, 3)  # warm-up
             for _ in range(5):
                 for p in fns:
-                    samples[p] += timed(fns[p][name], 4)
+                    samples[p] += call_times_ms(fns[p][name], CUDA, 4)
             old, new = (statistics.median(samples[p]) for p in fns)
             print(f"{batch:>2} {length:>6} {n_global:>2} {p_drop:4.1f} {name:8} {old:8.3f} {new:8.3f} {old / new:8.3f}",
                   flush=True)

@@ -1,11 +1,12 @@
 """Why FlexAttention's forward alone timed 14.45 ms at B = 8, N = 16,384 (bf16, w = 256) while
 its forward+backward timed 17.69 ms: the same compiled call timed four ways, CUDA events,
 median of ten after three warm-ups, with dynamo's counters after each."""
-import statistics
 
 import torch
 import torch._dynamo
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from longformer_tools.gpu.gpu_bench import time_ms
 
 B, H, N, D, W = 8, 12, 16384, 64, 256
 torch._dynamo.config.cache_size_limit = 64
@@ -25,17 +26,8 @@ grad_out = torch.randn_like(q)
 
 
 def timed(fn):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    """Median CUDA-event milliseconds of ten calls after three warm-ups (the first compiles)."""
+    return time_ms(fn, torch.device("cuda"), 3, 10)
 
 
 def fwd_no_grad():
