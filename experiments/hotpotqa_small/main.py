@@ -62,7 +62,7 @@ def pipeline(a, raw: Path, data1: Path, seed: int) -> dict:
                     tokenizer)
     stage2 = train(a, data2, work / "stage2", seed)
     evaluated = select(stage2, data2, {"valid": work / "selected" / "valid.json"}, work / "evaluated")
-    return {"one stage": selected["valid"]["scores_over_file"], "two stages": evaluated["valid"]["scores_over_file"],
+    return {"one stage": selected["valid"]["scores"], "two stages": evaluated["valid"]["scores"],
             "selection": {k: selected["valid"][k] for k in ("paragraphs_kept", "gold_paragraph_recall",
                                                            "questions_with_all_gold_kept",
                                                            "dropped_by_the_reader_next")},

@@ -18,7 +18,9 @@ never one of the inputs):
                           "sp": {id: [[title, sentence], ...]}}), evidence by --evidence-decoding
   selection.json          per split: paragraphs kept per question, recall of the gold supporting
                           paragraphs, the questions the reader will drop from SPLIT.json and why,
-                          answer / supporting-fact / joint EM and F1 under both evidence decodings,
+                          answer / supporting-fact / joint EM and F1 under both evidence decodings
+                          over every question of the file (``scores``: a question the reader
+                          dropped scores 0) and over the scored ones (``scores_over_scored``),
                           seconds and device
 
 The model runs in batches of --batch-size on the GPU when there is one (else the PyTorch path on
@@ -199,9 +201,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     for name, s in report["splits"].items():
         joint = s["scores"][a.evidence_decoding]["joint_f1"]
-        print(f"{name}: {s['scored']}/{s['questions']} questions scored, {s['paragraphs_kept']['mean']} paragraphs "
-              f"kept per question, gold paragraph recall {s['gold_paragraph_recall']}%, joint F1 {joint} "
-              f"({a.evidence_decoding}), {s['seconds']} s on {s['device']}")
+        print(f"{name}: joint F1 {joint} ({a.evidence_decoding}) scored over {s['questions']} questions, "
+              f"{s['passed_unchanged']} of them dropped by the reader, scored 0; {s['paragraphs_kept']['mean']} "
+              f"paragraphs kept per question, gold paragraph recall {s['gold_paragraph_recall']}%, "
+              f"{s['seconds']} s on {s['device']}")
     print(f"{PROG}: wrote {a.destdir}")
     return 0
 

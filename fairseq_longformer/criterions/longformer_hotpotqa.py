@@ -10,8 +10,11 @@ logits. Logged: ``loss`` in bits per example.
 Prediction (``hotpotqa_decoding``): the answer, and the supporting facts from exactly two
 paragraphs (``--evidence-decoding two_paragraphs``, the paper's) or every sentence above
 probability 1/2 (``threshold``).
-Metrics in percent of examples: ``em``/``f1`` (answer), ``sp_em``/``sp_f1``, ``joint_em``/``joint_f1``,
-the gold facts being all the record's, also those the input cut away.
+Metrics in percent of the file's questions: ``em``/``f1`` (answer), ``sp_em``/``sp_f1``,
+``joint_em``/``joint_f1``, the gold facts being all the record's, also those the input cut away; a
+question the reader dropped scores 0 (the batches' ``questions`` count it, see
+``tasks/longformer_hotpotqa.py``). Logged beside them: ``questions`` (the denominator) and
+``unscored`` (those of them the reader dropped).
 """
 import math
 
@@ -70,7 +73,7 @@ class LongformerHotpotQACriterion(FairseqCriterion):
                           "sample_size": examples, **{f"{name}_loss": value.data for name, value in losses.items()}}
         if not model.training:
             logging_output.update(self.score(sample, out, start_lp.detach(), end_lp.detach()))
-            logging_output["_nexamples"] = examples
+            logging_output.update(_nexamples=examples, _nquestions=sample["questions"])
         return loss, examples, logging_output
 
     def score(self, sample, out, start_lp, end_lp) -> dict:
@@ -93,7 +96,10 @@ class LongformerHotpotQACriterion(FairseqCriterion):
         for name in ("span", "type", "paragraph", "sentence"):  # each loss in nats per example
             metrics.log_scalar(f"{name}_loss", total(f"{name}_loss") / examples, examples, round=3)
         if total("_nexamples") > 0:  # evaluation only
-            log_percents(METRICS, "_nexamples", total)
+            log_percents(METRICS, "_nquestions", total)
+            metrics.log_scalar_sum("_nexamples", total("_nexamples"))
+            metrics.log_derived("questions", lambda m: int(m["_nquestions"].sum))
+            metrics.log_derived("unscored", lambda m: int(m["_nquestions"].sum - m["_nexamples"].sum))
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -59,7 +59,8 @@ Each entry: the fairseq function replaced; the failure (or missing behaviour) wi
     -> ``training.short_batches``, installed by ``training_features.keep_the_last_short_batch``
 ``optim.build_optimizer``, ``FairseqOptimizer.set_lr``, ``FP16Optimizer.build_optimizer`` (feature)
     every parameter trains at the one ``--lr``: no learning rate of a head's own (``lr_scale``
-    tags); flattened fp16 would fold the groups.
+    tags); ``--weight-decay`` decays biases and LayerNorm parameters too (BERT's and RoBERTa's
+    fine-tuning exempt them); flattened fp16 would fold the groups (kept unflattened instead).
     -> ``training.lr_groups``, installed by ``training_features.per_group_learning_rates``
 
 Besides, a fairseq CLI's uncaught ``UserInputError`` prints one line (``errors``), and every

@@ -3,6 +3,8 @@
 The logic lives with the training code; this module only puts it in fairseq's place, marked
 ``_longformer_patched`` so that a second ``runtime.apply`` changes nothing.
 """
+import logging
+
 from fairseq import optim
 from fairseq.data import data_utils
 from fairseq.optim.fairseq_optimizer import FairseqOptimizer
@@ -10,7 +12,8 @@ from fairseq.optim.fp16_optimizer import FP16Optimizer
 
 from ..training import lr_groups
 from ..training.short_batches import keeping_the_last_short_batch
-from .errors import UserInputError
+
+logger = logging.getLogger(__name__)
 
 
 def keep_the_last_short_batch() -> None:
@@ -25,18 +28,22 @@ def keep_the_last_short_batch() -> None:
 
 def per_group_learning_rates() -> None:
     """``optim.build_optimizer`` and ``FairseqOptimizer.set_lr`` train every parameter at the one
-    ``--lr``: ``training.lr_groups`` gives each ``lr_scale`` its group and rate. The fp16
-    optimizer, which would fold the groups into one tensor, refuses them in one line."""
+    ``--lr`` and decay every one, biases and LayerNorm included: ``training.lr_groups`` gives each
+    ``lr_scale`` its group and rate, and biases and LayerNorm parameters weight decay 0. The fp16
+    optimizer, which would fold the groups into one tensor, keeps them unflattened (what its
+    ``--fp16-no-flatten-grads`` branch does), saying so in one log line."""
     if getattr(optim.build_optimizer, "_longformer_patched", False):
         return
-    build_optimizer = lr_groups.grouping_by_lr_scale(optim.build_optimizer)
+    build_optimizer = lr_groups.grouping_by_lr_scale_and_decay(optim.build_optimizer)
     fp16_build = FP16Optimizer.build_optimizer.__func__
 
     def build_fp16(cls, cfg, params, **kwargs):
         params = list(params)
-        if lr_groups.fp16_folds_groups(cfg, params):
-            raise UserInputError(lr_groups.FP16_FOLDS_GROUPS)
-        return fp16_build(cls, cfg, params, **kwargs)
+        if not lr_groups.fp16_folds_groups(cfg, params):
+            return fp16_build(cls, cfg, params, **kwargs)
+        logger.info(lr_groups.FP16_KEEPS_GROUPS)
+        fp32_params = cls.build_fp32_params(cfg.optimizer, params, flatten=False)
+        return cls(cfg, params, optim.build_optimizer(cfg.optimizer, fp32_params), fp32_params, **kwargs)
 
     build_optimizer._longformer_patched = True
     optim.build_optimizer = build_optimizer

@@ -10,7 +10,11 @@ their counts checked against each other); the check that examples fit the model;
 layout: tokens and the global-attention mask padded together (to the next multiple of
 ``--pad-to-multiple``) and carried in ``net_input``, whence ``model(**net_input)`` hands the mask
 to the encoder and every layer. Rows of a batch may have different numbers of global tokens; with
-``none`` the batch has no mask at all.
+``none`` the batch has no mask at all. With a mask, ``net_input`` also carries
+``max_global_tokens``: the batch's largest global count, counted on the host while batching and
+rounded up to a multiple of ``GLOBAL_BUCKET`` (``AttentionMasks``' static bound: the encoder sizes
+its global tensors without reading the count back from the device, and a compiled encoder is one
+graph, reused by every batch of the same bucket and length).
 """
 import json
 import logging
@@ -31,6 +35,7 @@ from .token_classes import global_flags, parse_global_classes
 
 logger = logging.getLogger(__name__)
 GLOBAL_ATTENTION_CHOICES = ChoiceEnum(["task", "none"])
+GLOBAL_BUCKET = 8  # max_global_tokens rounded up to a multiple of this: few distinct compiled graphs
 
 
 @dataclass
@@ -177,8 +182,8 @@ class LongformerFinetuneTask(FairseqTask):
 def collate_inputs(sources: Sequence[torch.Tensor], global_masks: Optional[Sequence[torch.Tensor]],
                    pad: int, multiple: int) -> dict:
     """``net_input`` of a batch: src_tokens (B, N) right-padded to a multiple of ``multiple``,
-    src_lengths (B,), and global_attention_mask (B, N) bool padded the same way (False), or no
-    mask when ``global_masks`` is None."""
+    src_lengths (B,), and global_attention_mask (B, N) bool padded the same way (False) with
+    max_global_tokens (``global_bound``), or neither when ``global_masks`` is None."""
     tokens = data_utils.collate_tokens(sources, pad, left_pad=False, pad_to_multiple=multiple)
     net_input = {"src_tokens": tokens, "src_lengths": torch.tensor([len(s) for s in sources], dtype=torch.long)}
     if global_masks is not None:
@@ -186,7 +191,15 @@ def collate_inputs(sources: Sequence[torch.Tensor], global_masks: Optional[Seque
         for row, flags in enumerate(global_masks):
             mask[row, :len(flags)] = flags
         net_input["global_attention_mask"] = mask
+        net_input["max_global_tokens"] = global_bound(mask)
     return net_input
+
+
+def global_bound(mask: torch.Tensor) -> int:
+    """(B, N) bool global mask, on the host -> the largest row count rounded up to a multiple of
+    ``GLOBAL_BUCKET`` (0 when no token is global)."""
+    most = int(mask.sum(dim=1).max()) if mask.numel() else 0
+    return -(-most // GLOBAL_BUCKET) * GLOBAL_BUCKET
 
 
 class ExampleDataset(FairseqDataset):

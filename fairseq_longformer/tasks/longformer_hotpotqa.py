@@ -14,7 +14,18 @@ each ``<t>`` and a supporting-sentence logit at each ``[s]``; the criterion adds
 with the ``--*-loss-weight`` flags; validation decodes the supporting facts from exactly two
 paragraphs (``--evidence-decoding``, ``criterions/hotpotqa_decoding.py``). Each example is one
 input: ``longformer-prepare-task hotpotqa --max-input-tokens`` cut it to fit (and counted the supporting facts it cut away).
+
+Validation is scored over every question of the published file: a question the reader dropped
+(its record is malformed, or the paragraph selection of stage one removed its answer) is no
+example, but scores 0 on every metric. The file's question count is the prepared folder's
+``stats.json`` (examples written plus records dropped, per split); the dataset's first item
+stands for itself and the dropped questions (``stands_for``), so that the batches' ``questions``
+sum to it over one pass (else stage two, which loses the questions whose answer selection cut
+away, would read high by exactly their share).
 """
+import json
+import logging
+import os
 from dataclasses import dataclass, field
 from typing import List
 
@@ -25,12 +36,14 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
 from ..models.heads import EVIDENCE_DECODINGS, LongformerHotpotQAHead
+from ..runtime.errors import UserInputError
 from .finetune_base import (
     ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, first_offsets, join_pieces,
 )
 from .token_classes import CLS, QUESTION, SENTENCE, TITLE
 
 MARKERS = ("[q]", "[/q]", "<t>", "</t>", "[s]")
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,11 +61,15 @@ class LongformerHotpotQAConfig(LongformerFinetuneConfig):
 
 class HotpotQADataset(ExampleDataset):
     """Items: an example's input (N,) tokens and (N,) token classes, the positions of its ``<t>``
-    and ``[s]`` markers, the input position of each of its sentence tokens, and its record."""
+    and ``[s]`` markers, the input position of each of its sentence tokens, its record, and how
+    many of the file's questions it stands for (``stands_for``: 1, and for item 0 also the
+    ``file_questions - len(records)`` questions the reader dropped)."""
 
     def __init__(self, questions, titles, sentences, records: List[dict], dictionary: Dictionary,
-                 max_positions: int, global_classes, multiple: int, shuffle: bool, seed: int):
+                 max_positions: int, global_classes, multiple: int, shuffle: bool, seed: int,
+                 file_questions: int):
         self.questions, self.titles, self.sentences, self.records = questions, titles, sentences, records
+        self.dropped = file_questions - len(records)
         self.marker = {m: dictionary.index(m) for m in MARKERS}
         paragraphs = [len(r["paragraphs"]) for r in records]
         counts = [sum(n for _, n in r["paragraphs"]) for r in records]  # kept sentences per example
@@ -91,7 +108,8 @@ class HotpotQADataset(ExampleDataset):
         pieces.append(([d.eos()], 0))
         tokens, classes = join_pieces(pieces)
         return {"id": index, "tokens": tokens, "classes": classes, "titles": titles, "sentences": sentences,
-                "token_position": token_position, "record": record}
+                "token_position": token_position, "record": record,
+                "stands_for": 1 + (self.dropped if index == 0 else 0)}
 
     def collate(self, samples):
         sources = [s["tokens"] for s in samples]
@@ -111,6 +129,7 @@ class HotpotQADataset(ExampleDataset):
             has_span=start_gold.any(dim=1),  # (B,) rows with a span answer left in the input
             context_token=context_token,  # (B, N)
             type_target=torch.tensor([s["record"]["answer_type"] for s in samples]),  # (B,)
+            questions=sum(s["stands_for"] for s in samples),  # the file's questions these rows score
             records=[s["record"] for s in samples])
         for kind, gold in (("paragraph", "support_paragraphs"), ("sentence", "support_sentences")):
             where = [s["titles" if kind == "paragraph" else "sentences"] for s in samples]
@@ -141,8 +160,27 @@ class LongformerHotpotQATask(LongformerFinetuneTask):
             raise ValueError(f"--max-answer-tokens must be >= 1, got {cfg.max_answer_tokens}")
 
     def build_dataset(self, split, fields, records):
+        questions = self.file_questions(split, len(records))
+        logger.info(f"{split}: scored over {questions} questions, {questions - len(records)} of them dropped by the "
+                    "reader (malformed, or the answer's paragraph not selected), scored 0")
         return HotpotQADataset(fields["question"], fields["titles"], fields["sentences"], records, self.dictionary,
-                               self.cfg.max_positions, **self.batching(split))
+                               self.cfg.max_positions, **self.batching(split), file_questions=questions)
+
+    def file_questions(self, split: str, examples: int) -> int:
+        """The questions of the file ``split`` was prepared from (``stats.json``: examples written
+        plus records dropped), checked against the ``examples`` of its side file."""
+        path = os.path.join(self.cfg.data, "stats.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                stats = json.load(f)["splits"][split]
+            written, dropped = int(stats["examples"]), int(stats["dropped"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise UserInputError(f"{path} does not count the {split} split's questions: prepare the folder with "
+                                 f"longformer-prepare-task {self.PREPARE}")
+        if written != examples:
+            raise UserInputError(f"{path} counts {written} {split} examples, the side file holds {examples}: "
+                                 f"prepare the folder again with longformer-prepare-task {self.PREPARE}")
+        return written + dropped
 
     def add_head(self, model) -> None:
         self.add_span_head(model, self.cfg.hotpotqa_head_name, LongformerHotpotQAHead)

@@ -51,7 +51,7 @@ def _far_change(data, global_attention: str) -> float:
     task, model, _ = task_and_model(data, "longformer_qa", "--global-attention", global_attention)
     net_input = batch(task, "valid", [0])["net_input"]
     tokens = net_input["src_tokens"][:1]
-    net_input = {k: v[:1] for k, v in net_input.items()}
+    net_input = {k: v[:1] if torch.is_tensor(v) else v for k, v in net_input.items()}  # the global bound: an int
     changed = dict(net_input, src_tokens=tokens.clone())
     changed["src_tokens"][0, 1] = task.source_dictionary.index("<unk>")  # first question token
     assert not torch.equal(changed["src_tokens"], tokens)

@@ -79,8 +79,11 @@ def test_shortened_record_and_report_recall_on_a_hand_checked_case():
     assert (s["gold_paragraph_recall"], s["questions_with_all_gold_kept"]) == (75.0, 50.0)
     assert s["paragraphs_kept"] == {"mean": 2.0, "histogram": {2: 2}} and s["passed_unchanged"] == 1
     # question one: answer right, sp P = R = 1/2; question two: answer wrong, sp exact
-    assert s["scores"]["two_paragraphs"]["em"] == 50.0 and s["scores"]["two_paragraphs"]["sp_f1"] == 75.0
-    assert s["scores"]["two_paragraphs"]["joint_f1"] == 25.0 and s["scores_over_file"]["two_paragraphs"]["em"] == 33.33
+    over_scored = s["scores_over_scored"]["two_paragraphs"]
+    assert over_scored["em"] == 50.0 and over_scored["sp_f1"] == 75.0 and over_scored["joint_f1"] == 25.0
+    # over the file's three questions, the unscored one counting 0: two thirds of each
+    assert s["scores"]["two_paragraphs"] == {"em": 33.33, "f1": 33.33, "sp_em": 33.33, "sp_f1": 50.0,
+                                             "joint_em": 0.0, "joint_f1": 16.67}
     # selecting a shortened record again counts the gold removed before as missed
     again = SelectionReport(1)
     again.add(short, [0, 1], {}, side)
