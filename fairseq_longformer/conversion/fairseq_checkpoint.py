@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import torch
+from fairseq import checkpoint_utils
+from omegaconf import OmegaConf
 
 from .. import checkpoints
 from longformer_common.atomic import MARKER, atomic_files
@@ -85,9 +87,6 @@ def load_checkpoint(path: Path, kind: str = "RoBERTa") -> dict:
 def load_upgraded(path: Path, kind: str) -> dict:
     """A checkpoint as fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` returns it (cfg as an
     omegaconf object, old checkpoints upgraded), read through ``read_checkpoint``."""
-    from fairseq import checkpoint_utils
-    from omegaconf import OmegaConf
-
     state = load_checkpoint(path, kind)
     if state.get("cfg") is not None:
         state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
@@ -129,13 +128,8 @@ def config_sections(state: Mapping):
     ``cfg['model']`` (a Namespace for legacy models such as RoBERTa and BART, or a dict)."""
     if state.get("cfg") is not None:
         cfg = state["cfg"]
-        try:
-            from omegaconf import OmegaConf
-
-            if OmegaConf.is_config(cfg):
-                cfg = OmegaConf.to_container(cfg, resolve=True)
-        except ImportError:  # pragma: no cover - omegaconf comes with fairseq
-            pass
+        if OmegaConf.is_config(cfg):
+            cfg = OmegaConf.to_container(cfg, resolve=True)
         cfg = copy.deepcopy(dict(cfg))
         if cfg.get("model") is None:
             raise ValueError("the checkpoint's cfg has no 'model' section: cannot write a loadable config")

@@ -13,9 +13,9 @@ import argparse
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from torch import Tensor
 
@@ -43,12 +43,9 @@ def _layer_keys(prefix: str, layers: int, modules) -> List[str]:
 class ConversionResult(ConvertedCheckpoint):
     """What ``convert_roberta_checkpoint`` wrote, and the numbers a training command needs."""
 
-    source: Optional[Path] = None
     source_layout: str = "new"
     roberta_positions: int = 0
     init_positions: str = "copy"
-    copied_files: List[str] = field(default_factory=list)
-    dropped_keys: List[str] = field(default_factory=list)
 
     def train_flags(self) -> List[str]:
         """With the --reset-* flags of continued pretraining (right for any RoBERTa checkpoint)."""
@@ -171,21 +168,11 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
 
 
 @dataclass
-class LEDConversionResult:
-    """What ``convert_bart_checkpoint`` wrote, and the numbers a training command needs.
-    model_dims: encoder/decoder layers, embed dims, ffn dims and attention heads."""
+class LEDConversionResult(ConvertedCheckpoint):
+    """What ``convert_bart_checkpoint`` wrote; model_dims: encoder and decoder sizes."""
 
-    checkpoint: Path
-    dictionary: Path
-    arch: str
-    attention_window: Tuple[int, ...]
-    max_positions: int  # the encoder's
-    decoder_positions: int
-    bart_positions: int
-    model_dims: Dict[str, int]
-    source: Optional[Path] = None
-    copied_files: List[str] = field(default_factory=list)
-    dropped_keys: List[str] = field(default_factory=list)
+    decoder_positions: int = 0
+    bart_positions: int = 0
 
     def model_flags(self) -> List[str]:
         """The flags that build a model this checkpoint loads into (sizes explicit: any BART works)."""
