@@ -1,18 +1,13 @@
 """Checkpoint conversion, cut by model family.
 
-  families/          one adapter per family at the Hugging Face boundary: its key map, config
-                     translation and checks (``longformer`` + ``longformer_checks`` +
+  families/          one adapter per family at the Hugging Face boundary: key tables, config
+                     translation, checks (``longformer`` with ``longformer_checks`` and
                      ``longformer_heads``; ``led``)
-  hf_export.py       fairseq checkpoint -> HF folder, for either family (longformer-export-hf)
-  hf_import.py       HF folder -> fairseq checkpoint, for either family (longformer-import-hf),
-                     reading the folder through hf_folder.py (sizes checked against the tensors)
-  tokenizer.py       the tokenizer files an export writes (GPT-2 BPE or sentencepiece)
-  from_fairseq.py    fairseq -> fairseq: one driver, a spec per source (fairseq_sources.py:
-                     RoBERTa -> Longformer, BART -> LED)
-  fairseq_checkpoint.py  reading a fairseq checkpoint (the one unpickling function) and writing
-                     a converted folder; restore.py: the fresh training state and its flags
-  rules.py           the rules every conversion shares: window sides, exact GELU, the
-                     dictionary copy, position tiling, shape checks
+  hf_export.py       fairseq checkpoint -> HF folder (longformer-export-hf), tokenizer.py its tokenizer
+  hf_import.py       HF folder -> fairseq checkpoint (longformer-import-hf), read through hf_folder.py
+  from_fairseq.py    fairseq -> fairseq: one driver, a spec per source (fairseq_sources.py)
+  fairseq_checkpoint.py  reading and writing fairseq checkpoints; restore.py the fresh training state
+  rules.py           what every conversion shares: windows, exact GELU, dictionary copy, positions
 
 Names for code outside this package (the tools in ``longformer_tools``):
 

@@ -1,17 +1,10 @@
 """Export (``longformer-export-hf``): a fairseq checkpoint -> a Hugging Face folder that
-``from_pretrained`` loads offline, driven by the checkpoint's model family (``families``):
-
-* a Longformer -> ``LongformerForMaskedLM``, or for a fine-tuned checkpoint its task head as
-  ``LongformerForSequenceClassification`` (labels from the task's label dictionary) or
-  ``LongformerForQuestionAnswering`` (``families.longformer_heads``; a head no transformers class
-  computes, such as HotpotQA's, is refused: ``--encoder-only`` exports the body as a masked LM);
-* an LED (arch ``led_*``) -> ``LEDForConditionalGeneration``.
-
-The folder: ``config.json``, ``model.safetensors``, ``fairseq_dict.txt`` (the dictionary copy,
-``rules``), the family's extra files and, when a tokenizer is given, the tokenizer files
-(``tokenizer``). Every check runs on the built model before anything is written (the family
-names each setting HF cannot represent); the folder is assembled next to the output and renamed
-into place (``atomic.staged_folder``).
+``from_pretrained`` loads offline, by the checkpoint's family: a Longformer ->
+``LongformerForMaskedLM``, or its task head as ``LongformerForSequenceClassification`` /
+``LongformerForQuestionAnswering`` (``families.longformer_heads``); an LED (arch ``led_*``) ->
+``LEDForConditionalGeneration``. The folder: config.json, model.safetensors, the dictionary copy
+(``rules``), the family's extra files and the tokenizer when given. Every check runs on the built
+model before anything is written; the folder is staged next to the output and renamed into place.
 """
 import logging
 import os
@@ -24,12 +17,10 @@ from typing import Callable, Dict, List, Optional
 from longformer_common.atomic import check_output_dir, staged_folder
 from . import fairseq_checkpoint
 from .families import led as led_family
-from .families.longformer import (
-    HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, HeadRef, fairseq_to_hf_state, hf_config_dict,
-)
+from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, fairseq_to_hf_state, hf_config_dict
 from .families.longformer_checks import inspect_model
 from .families.longformer_heads import (
-    checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
+    HeadRef, checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
     model_heads, refuse_heads_without_hf_class, task_labels,
 )
 from .rules import DICT_COPY, check_shapes, write_dictionary_copy
@@ -54,6 +45,13 @@ def _hf_imports():
         raise ImportError(f"export needs transformers and safetensors (pip install 'fairseq-longformer[hf]'): "
                           f"{error}") from error
     return transformers, save_file
+
+
+def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:
+    """The output folder and the tokenizer flags, checked before the slow checkpoint load."""
+    check_output_dir(out_dir, overwrite)
+    if tokenizer is not None:
+        tokenizer.kind  # noqa: B018  (validates the tokenizer flags)
 
 
 def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None], dictionary,
@@ -137,19 +135,18 @@ def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
 
 
 def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None,
-                            encoder_only: bool = False):
-    """(model, task, head) from a fairseq Longformer checkpoint through fairseq's own builders and
-    upgrades; the model holds exactly the checkpoint's head ``head`` (``head_name``, else the only
-    one; None: no head, also with ``encoder_only``), with the checkpoint's weights.
-
-    The task's dictionaries (dict.txt; input0/dict.txt and label/dict.txt for classification):
-    ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data folder."""
+                            encoder_only: bool = False, state: Optional[dict] = None):
+    """(model, task, head) from a fairseq Longformer checkpoint (``state``: it, read already)
+    through fairseq's own builders and upgrades; the model holds exactly the head ``head_name``
+    (else the only one; None with ``encoder_only``) with the checkpoint's weights. The task's
+    dictionaries: ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its
+    --data folder."""
     import fairseq_longformer  # noqa: F401  (registers the model and task)
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import overwrite_args_by_name
 
     checkpoint = fairseq_checkpoint.checkpoint_file(checkpoint)
-    state = fairseq_checkpoint.load_upgraded(checkpoint, "Longformer")
+    state = state or fairseq_checkpoint.load_upgraded(checkpoint, "Longformer")
     cfg = state["cfg"]
     if encoder_only and head_name is not None:
         raise ValueError("--encoder-only exports no head: leave out --head-name")
@@ -182,12 +179,10 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
 # the LED family
 
 
-def load_led(checkpoint, dict_path=None):
-    """(built fairseq LED in eval mode, its dictionary) from a checkpoint through fairseq's own
-    upgrades. The dictionary: ``dict_path``, else dict.txt next to the checkpoint; ``<mask>`` is
-    added when the embeddings have its row (a model from the denoising task)."""
-    import types
-
+def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
+    """(built fairseq LED in eval mode, its dictionary) from a checkpoint (``state``: it, read
+    already) through fairseq's own upgrades. The dictionary: ``dict_path``, else dict.txt next to
+    the checkpoint, with ``<mask>`` when the embeddings have its row (the denoising task's)."""
     import fairseq_longformer  # noqa: F401  (registers the model)
     from fairseq.data import Dictionary
 
@@ -198,7 +193,7 @@ def load_led(checkpoint, dict_path=None):
     if not dict_file.is_file():
         raise FileNotFoundError(f"dictionary {str(dict_file)!r} not found (pass --dict: the dict.txt the "
                                 "model was trained with)")
-    state = fairseq_checkpoint.load_upgraded(checkpoint, "LED")
+    state = state or fairseq_checkpoint.load_upgraded(checkpoint, "LED")
     cfg = state["cfg"]
     arch = getattr(cfg.model, "arch", None)  # a Namespace (BART's legacy model config) or a DictConfig
     if not str(arch).startswith("led"):
@@ -208,8 +203,7 @@ def load_led(checkpoint, dict_path=None):
     if rows == len(dictionary) + 1 and "<mask>" not in dictionary.indices:
         dictionary.add_symbol("<mask>")
     # the model needs only the dictionaries of its task: no data folder to set up
-    task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None)
-    model = LEDModel.build_model(cfg.model, task)
+    model = LEDModel.build_model(cfg.model, fairseq_checkpoint.DictionaryTask(dictionary))
     model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
     return model.eval(), dictionary
 
@@ -244,9 +238,7 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
 def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                overwrite: bool = False) -> ExportResult:
     """An LED checkpoint (+ its dict.txt) -> a Hugging Face LEDForConditionalGeneration folder."""
-    check_output_dir(out_dir, overwrite)  # fail before the slow checkpoint load
-    if tokenizer is not None:
-        tokenizer.kind  # noqa: B018  (validates the tokenizer flags, same reason)
+    _check_before_reading(out_dir, overwrite, tokenizer)
     model, dictionary = load_led(checkpoint, dict_path)
     return export_led_model(model, dictionary, out_dir, tokenizer, overwrite)
 
@@ -261,12 +253,13 @@ def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[T
     """``longformer-export-hf``: fairseq checkpoint (+ its dictionaries) -> Hugging Face folder, the
     HF class chosen by the checkpoint's family; ``encoder_only``: a Longformer's task heads left
     out (a masked LM)."""
-    check_output_dir(out_dir, overwrite)  # fail before the slow checkpoint load
-    if tokenizer is not None:
-        tokenizer.kind  # noqa: B018  (validates the tokenizer flags, same reason)
-    if fairseq_checkpoint.architecture(fairseq_checkpoint.checkpoint_file(checkpoint)).startswith("led"):
+    _check_before_reading(out_dir, overwrite, tokenizer)
+    path = fairseq_checkpoint.checkpoint_file(checkpoint)
+    state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once
+    if str(getattr(state["cfg"].model, "arch", "")).startswith("led"):
         if head_name is not None or label_dict_path is not None or encoder_only:
             raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
-        return export_led(checkpoint, out_dir, dict_path, tokenizer, overwrite)
-    model, task, head = load_fairseq_checkpoint(checkpoint, dict_path, label_dict_path, head_name, encoder_only)
+        model, dictionary = load_led(path, dict_path, state)
+        return export_led_model(model, dictionary, out_dir, tokenizer, overwrite)
+    model, task, head = load_fairseq_checkpoint(path, dict_path, label_dict_path, head_name, encoder_only, state)
     return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite, labels=task_labels(task, head))

@@ -3,7 +3,7 @@ shared by the RoBERTa converter and the Hugging Face importer: a fresh training 
 fairseq-train flags that build a model the checkpoint loads into (``ConvertedCheckpoint``), and
 the printed command."""
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -36,8 +36,11 @@ class ConvertedCheckpoint:
     dictionary: Path
     arch: str
     attention_window: Tuple[int, ...]
-    max_positions: int
+    max_positions: int  # the encoder's
     model_dims: Dict[str, int]
+    source: Optional[Path] = None
+    copied_files: List[str] = field(default_factory=list)  # tokenizer files copied along
+    dropped_keys: List[str] = field(default_factory=list)  # classification-head keys left out
 
     def train_flags(self) -> List[str]:
         """fairseq-train flags that build a model this checkpoint loads into: architecture, task

@@ -1,11 +1,10 @@
-"""The tokenizer files ``longformer-export-hf`` writes: a transformers tokenizer that maps text to
-the ids the fairseq model saw (HF id == fairseq dictionary id), from the GPT-2 BPE files or the
-sentencepiece model the fairseq data was made with. See ``families.longformer`` for the dictionary
-convention.
-"""
+"""The tokenizer ``longformer-export-hf`` writes: a transformers tokenizer mapping text to the ids
+the fairseq model saw (HF id == fairseq id), from the GPT-2 BPE files or the sentencepiece model
+the fairseq data was made with, or a carried transformers tokenizer checked against them."""
 import json
 import logging
 import os
+import struct
 from dataclasses import dataclass
 from typing import Dict, Optional
 
@@ -101,7 +100,7 @@ def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_leng
 
 # sentencepiece's ModelProto, read with a minimal protobuf wire-format reader (the protobuf package
 # is not a dependency). Field numbers from sentencepiece_model.proto.
-_SP_NORMAL, _SP_UNKNOWN, _SP_CONTROL, _SP_USER_DEFINED, _SP_UNUSED, _SP_BYTE = 1, 2, 3, 4, 5, 6
+_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE = 1, 4, 6  # piece types
 
 
 def _proto_fields(buf: bytes):
@@ -134,10 +133,21 @@ def _proto_fields(buf: bytes):
         yield number, value
 
 
+def _utf8(value) -> str:
+    return bytes(value).decode("utf-8")
+
+
+# ModelProto's fields read: SentencePiece (1) piece, score, type; (message, field) -> (setting, decoder)
+_PIECE_FIELDS = {1: _utf8, 2: lambda v: struct.unpack("<f", v)[0], 3: int}
+_SETTINGS = {(2, 3): ("model_type", int), (2, 35): ("byte_fallback", bool),  # TrainerSpec
+             (2, 24): ("treat_whitespace_as_suffix", bool),
+             (3, 1): ("normalizer", _utf8), (3, 2): ("precompiled_charsmap", bytes),  # NormalizerSpec
+             (3, 3): ("add_dummy_prefix", bool), (3, 4): ("remove_extra_whitespaces", bool),
+             (3, 5): ("escape_whitespaces", bool)}
+
+
 def read_sentencepiece_model(path: str) -> Dict[str, object]:
     """pieces [(piece, score, type)], normalizer and trainer settings of a sentencepiece .model."""
-    import struct
-
     with open(path, "rb") as f:
         buf = f.read()
     spec = {"pieces": [], "model_type": 1, "byte_fallback": False, "treat_whitespace_as_suffix": False,
@@ -145,36 +155,15 @@ def read_sentencepiece_model(path: str) -> Dict[str, object]:
             "escape_whitespaces": True, "normalizer": ""}
     try:
         for number, value in _proto_fields(buf):
-            if number == 1:  # SentencePiece
-                piece, score, kind = "", 0.0, _SP_NORMAL
+            if number == 1:
+                piece = {1: "", 2: 0.0, 3: _SP_NORMAL}
+                piece.update({n: _PIECE_FIELDS[n](v) for n, v in _proto_fields(value) if n in _PIECE_FIELDS})
+                spec["pieces"].append((piece[1], piece[2], piece[3]))
+            elif number in (2, 3):
                 for n, v in _proto_fields(value):
-                    if n == 1:
-                        piece = bytes(v).decode("utf-8")
-                    elif n == 2:
-                        score = struct.unpack("<f", v)[0]
-                    elif n == 3:
-                        kind = v
-                spec["pieces"].append((piece, score, kind))
-            elif number == 2:  # TrainerSpec
-                for n, v in _proto_fields(value):
-                    if n == 3:
-                        spec["model_type"] = v
-                    elif n == 35:
-                        spec["byte_fallback"] = bool(v)
-                    elif n == 24:
-                        spec["treat_whitespace_as_suffix"] = bool(v)
-            elif number == 3:  # NormalizerSpec
-                for n, v in _proto_fields(value):
-                    if n == 1:
-                        spec["normalizer"] = bytes(v).decode("utf-8")
-                    elif n == 2:
-                        spec["precompiled_charsmap"] = bytes(v)
-                    elif n == 3:
-                        spec["add_dummy_prefix"] = bool(v)
-                    elif n == 4:
-                        spec["remove_extra_whitespaces"] = bool(v)
-                    elif n == 5:
-                        spec["escape_whitespaces"] = bool(v)
+                    if (number, n) in _SETTINGS:
+                        name, decode = _SETTINGS[number, n]
+                        spec[name] = decode(v)
     except (IndexError, UnicodeDecodeError, struct.error, ValueError) as error:
         raise ValueError(f"{path!r} is not a sentencepiece model: {error}") from error
     if not spec["pieces"]:

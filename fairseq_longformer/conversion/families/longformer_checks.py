@@ -6,8 +6,8 @@ from typing import List, Optional
 import torch
 
 from ..rules import function_name, is_exact_gelu, window_problems
-from .longformer import FAIRSEQ_LAYERNORM_EPS, HF_ARCHITECTURES, ExportLayout, HeadRef
-from .longformer_heads import head_outputs, head_problems, head_warnings, model_heads
+from .longformer import FAIRSEQ_LAYERNORM_EPS, HF_ARCHITECTURES, ExportLayout
+from .longformer_heads import HeadRef, head_outputs, head_problems, head_warnings, model_heads
 
 
 def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLayout:
