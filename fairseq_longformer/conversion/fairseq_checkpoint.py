@@ -1,10 +1,6 @@
-"""Reading a fairseq checkpoint and writing a converted one, shared by every converter and
-exporter: ``read_checkpoint`` is the ONE place a fairseq checkpoint is unpickled (so how
-checkpoints are trusted is decided here alone); ``load_checkpoint`` / ``load_upgraded`` check it is
-a fairseq checkpoint (errors name the file and what it is not); the saved config, ``cfg`` (Hydra
-era) or ``args`` (argparse), read and rewritten; ``write_folder`` publishes model.pt last, so its
-presence means the folder is complete (``--overwrite`` replaces only a model.pt the tools wrote).
-"""
+"""Reading a fairseq checkpoint (``read_checkpoint``: the one place one is unpickled, with the run's
+trust) and writing a converted one (``write_folder``: model.pt published last, so its presence
+means the folder is complete); the saved config, ``cfg`` or legacy ``args``, read and rewritten."""
 import argparse
 import copy
 import logging
@@ -168,8 +164,7 @@ def _copier(path: Path) -> Callable:
 
 def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> List[str]:
     """Write ``checkpoint`` as out_dir/model.pt with dict.txt and the tokenizer files found in
-    ``source_folder``; model.pt is published last, so its presence means the folder is complete.
-    Returns the tokenizer files copied."""
+    ``source_folder``; model.pt is published last, so its presence means the folder is complete."""
     files: Dict[str, Callable] = {"dict.txt": _copier(dict_path)}
     copied = [name for name in TOKENIZER_FILES if (source_folder / name).is_file()]
     for name in copied:

@@ -1,14 +1,6 @@
-"""The two source families of fairseq -> fairseq conversion, each a spec ``from_fairseq`` runs,
-and the results, which carry the flags that train, continue and generate with the output:
-
-* ``ROBERTA`` -> Longformer (task ``longformer_mlm``). The released 2019 layout
-  (``decoder.sentence_encoder.*``, ``emb_layer_norm``, fused ``in_proj_weight``) is read too; the
-  output uses the current one. The source's position count (``--train-new-positions-only``) is
-  kept in ``extra_state["longformer_conversion"]``.
-* ``BART`` -> LED (``led_large`` from ``bart_large``, else ``led_base``; task translation): the
-  encoder's positions tiled whole (16,384 = 16 x 1,024, as allenai's converter); the decoder
-  untouched.
-"""
+"""The two source families of fairseq -> fairseq conversion, each a spec ``from_fairseq`` runs:
+``ROBERTA`` -> Longformer (the released 2019 key layout read too) and ``BART`` -> LED (the
+encoder's positions tiled whole, the decoder untouched), with their results' train flags."""
 import argparse
 import re
 import shlex
@@ -33,10 +25,6 @@ CROSS_MODULES = ("encoder_attn.q_proj", "encoder_attn.k_proj", "encoder_attn.v_p
 
 def _layer_keys(prefix: str, layers: int, modules) -> List[str]:
     return [f"{prefix}layers.{i}.{m}.{p}" for i in range(layers) for m in modules for p in ("weight", "bias")]
-
-
-# ----------------------------------------------------------------------------------------------
-# RoBERTa -> Longformer
 
 
 @dataclass
@@ -161,10 +149,6 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
     ``attention_window`` (one-sided, one value or one per layer, "256" or "64,64,128,...")."""
     return convert_checkpoint(ROBERTA, source, out_dir, max_positions, attention_window, init_positions,
                               checkpoint_file, dict_file, seed, overwrite)
-
-
-# ----------------------------------------------------------------------------------------------
-# BART -> LED
 
 
 @dataclass

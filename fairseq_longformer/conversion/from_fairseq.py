@@ -1,11 +1,6 @@
-"""fairseq -> fairseq conversion, ONE driver (``convert_checkpoint``) with a small spec per source
-family (``fairseq_sources``: RoBERTa -> Longformer, paper sec. 5; BART -> LED, sec. 7) saying what
-differs. The recipe: the output checked before the source is read; the state dict checked (every
-key, the layer count, the vocabulary against dict.txt); learned positions extended
-(``rules.extend_positions``); global Q_g, K_g, V_g copied from Q, K, V; classification heads
-dropped; the saved config rewritten to the target; the training state reset; everything
-validated in memory before the folder is written (``fairseq_checkpoint.write_folder``).
-"""
+"""fairseq -> fairseq conversion: ONE driver (``convert_checkpoint``) and a spec per source family
+(``fairseq_sources``): state checked, positions extended, global Q/K/V copied from Q, K, V,
+heads dropped, config rewritten, training state reset; all in memory before anything is written."""
 import logging
 import re
 from collections.abc import Mapping
@@ -55,9 +50,8 @@ def expected_vocab_rows(dict_path: Path) -> Tuple[int, int, int]:
 
 
 def check_vocabulary(model_state: Mapping, dict_path: Path, source, layout: str = "new") -> int:
-    """Raise ValueError when dict.txt does not match the embeddings of ``source``'s vocabulary
-    keys; return the padding index. A source that ``mask_optional`` also takes a table without the
-    <mask> row (a fine-tuned BART: its own ``upgrade_state_dict_named`` drops the extra row)."""
+    """Raise ValueError when dict.txt does not match the embeddings of ``source``'s vocabulary keys; return
+    the padding index."""
     with_mask, symbols, pad = expected_vocab_rows(dict_path)
     for key in source.vocab_keys:
         have = model_state[key].shape[0]
@@ -129,10 +123,6 @@ def rewrite_model_section(model_section, arch: str, dims: Mapping[str, int], win
                        ("attention_dilation", "1"), ("attention_impl", "auto"),
                        ("max_source_positions", max_positions)):
         config_set(model_section, key, value)
-
-
-# ----------------------------------------------------------------------------------------------
-# the driver
 
 
 def convert_checkpoint(source, source_dir, out_dir, max_positions: int, attention_window,

@@ -1,11 +1,6 @@
-"""Export (``longformer-export-hf``): a fairseq checkpoint -> a Hugging Face folder that
-``from_pretrained`` loads offline, by the checkpoint's family: a Longformer ->
-``LongformerForMaskedLM``, or its task head as ``LongformerForSequenceClassification`` /
-``LongformerForQuestionAnswering`` (``families.longformer_heads``); an LED (arch ``led_*``) ->
-``LEDForConditionalGeneration``. The folder: config.json, model.safetensors, the dictionary copy
-(``rules``), the family's extra files and the tokenizer when given. Every check runs on the built
-model before anything is written; the folder is staged next to the output and renamed into place.
-"""
+"""``longformer-export-hf``: a fairseq checkpoint -> a HF folder ``from_pretrained`` loads offline
+(Longformer with its head, or LED), every check run on the built model before the folder is
+staged and renamed into place."""
 import logging
 import os
 import shutil
@@ -65,10 +60,6 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
         if hf_tokenizer is not None:
             save_tokenizer(tmp, hf_tokenizer, extra_files)
     return Path(out_dir).absolute()
-
-
-# ----------------------------------------------------------------------------------------------
-# the Longformer family
 
 
 def _longformer_export(model, dictionary, head: Optional[HeadRef], labels: Optional[List[str]]):
@@ -175,14 +166,9 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
     return model, task, head
 
 
-# ----------------------------------------------------------------------------------------------
-# the LED family
-
-
 def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
-    """(built fairseq LED in eval mode, its dictionary) from a checkpoint (``state``: it, read
-    already) through fairseq's own upgrades. The dictionary: ``dict_path``, else dict.txt next to
-    the checkpoint, with ``<mask>`` when the embeddings have its row (the denoising task's)."""
+    """(built fairseq LED in eval mode, its dictionary) from a checkpoint (``state``: it, read already)
+    through fairseq's own upgrades."""
     import fairseq_longformer  # noqa: F401  (registers the model)
     from fairseq.data import Dictionary
 
@@ -210,9 +196,8 @@ def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
 
 def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None,
                      overwrite: bool = False) -> ExportResult:
-    """Write a built fairseq LED as a Hugging Face LEDForConditionalGeneration folder
-    (config.json, model.safetensors, fairseq_dict.txt, the reserved position rows, tokenizer
-    files if given). All checks run before anything is written."""
+    """Write a built fairseq LED as a Hugging Face LEDForConditionalGeneration folder (config.json,
+    model.safetensors, fairseq_dict.txt, the reserved position rows, tokenizer files if given)."""
     transformers, save_file = _hf_imports()
     layout = led_family.inspect_led(model)
     if len(dictionary) != layout.vocab:
@@ -243,16 +228,11 @@ def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[Tokenize
     return export_led_model(model, dictionary, out_dir, tokenizer, overwrite)
 
 
-# ----------------------------------------------------------------------------------------------
-# either family
-
-
 def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                       overwrite: bool = False, head_name: Optional[str] = None,
                       label_dict_path=None, encoder_only: bool = False) -> ExportResult:
-    """``longformer-export-hf``: fairseq checkpoint (+ its dictionaries) -> Hugging Face folder, the
-    HF class chosen by the checkpoint's family; ``encoder_only``: a Longformer's task heads left
-    out (a masked LM)."""
+    """``longformer-export-hf``: fairseq checkpoint (+ its dictionaries) -> Hugging Face folder, the HF class
+    chosen by the checkpoint's family; ``encoder_only``: a Longformer's task heads left out (a masked LM)."""
     _check_before_reading(out_dir, overwrite, tokenizer)
     path = fairseq_checkpoint.checkpoint_file(checkpoint)
     state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once

@@ -1,10 +1,6 @@
-"""Reading a Hugging Face model folder for the import, every file in it treated as someone else's
-data: config.json; the tensors of model.safetensors (possibly sharded, every shard resolving
-inside the folder) or pytorch_model.bin (CRC-checked first: ``checkpoints.check_intact``); the
-config's sizes checked against the tensors BEFORE anything is sized from them (a config.json
-saying ``num_hidden_layers: 3e7`` is one error, not gigabytes of key maps); the tokenizer's
-special ids; the fairseq dict.txt for HF ids. Errors are one line naming the file and the fix.
-"""
+"""Reading a Hugging Face folder as someone else's data: config.json, the tensors (safetensors,
+sharded or not, or a CRC-checked pytorch_model.bin), the config's sizes checked against them
+before anything is sized from them, the tokenizer's special ids and the dict.txt for HF ids."""
 import json
 import re
 import shutil
@@ -45,10 +41,6 @@ def read_hf_config(hf_dir) -> Dict[str, object]:
     if not isinstance(config, dict):
         raise ValueError(f"{str(hf_dir / 'config.json')!r} holds a {type(config).__name__}, not a model config")
     return config
-
-
-# ----------------------------------------------------------------------------------------------
-# tensors
 
 
 def _shard_files(hf_dir: Path, index_name: str) -> List[Path]:
@@ -126,10 +118,8 @@ def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
 
 def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: Mapping[str, Tuple[object, int]],
                 layer_counts: Mapping[str, str], integers: Tuple[str, ...], hf_dir: Path) -> None:
-    """Raise one ValueError naming every size of ``config`` that is missing, not a whole number in
-    1 .. MAX_SIZE, or not what the tensors hold. ``sizes``: entry -> (tensor name, or names of one
-    tied tensor, dim); ``layer_counts``: entry -> key prefix of its numbered layers; ``integers``:
-    entries only range-checked."""
+    """Raise one ValueError naming every size of ``config`` that is missing, not a whole number in 1 ..
+    MAX_SIZE, or not what the tensors hold."""
     problems = []
     values: Dict[str, int] = {}
     for name in (*sizes, *layer_counts, *integers):
@@ -161,10 +151,6 @@ def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: M
         raise ValueError(f"{str(Path(hf_dir) / 'config.json')!r} does not describe the folder's tensors, nothing "
                          "was written: " + "; ".join(problems) + " (a damaged or mismatched config.json: download "
                          "the folder again)")
-
-
-# ----------------------------------------------------------------------------------------------
-# tokenizer and dictionary
 
 
 def _added_tokens(path: Path, entries, where: str) -> List[Tuple[str, int]]:

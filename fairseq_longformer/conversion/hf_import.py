@@ -1,16 +1,6 @@
-"""Import (``longformer-import-hf``): a Hugging Face folder -> a fairseq checkpoint folder
-(``model.pt`` with the ``cfg`` that ``fairseq-train --restore-file`` reads, and its task's
-dictionaries, fairseq id == HF id), the folder read by ``hf_folder`` with its sizes checked
-against its tensors before anything is built.
-
-* Longformer or RoBERTa family (``import_hf``): a masked LM -> task ``longformer_mlm``; a
-  classification / QA folder -> the task that trains that head (``longformer_classification``
-  with ``label/dict.txt`` in id2label's order; ``longformer_qa``). Such a folder has no LM head:
-  the checkpoint's is fresh. A RoBERTa gets its positions extended (copied, as in the paper) and
-  global projections copied from Q, K, V.
-* LED (``import_led``): ``LEDForConditionalGeneration`` -> an LED checkpoint (task translation),
-  with the reserved position rows the export kept.
-"""
+"""``longformer-import-hf``: a HF folder -> a fairseq checkpoint folder (model.pt + its task's
+dictionaries, fairseq id == HF id): Longformer / RoBERTa family (``import_hf``) or LED
+(``import_led``), the folder's sizes checked against its tensors before anything is built."""
 import copy
 import logging
 import shutil
@@ -77,9 +67,8 @@ class LEDImportResult(LEDConversionResult):
 
 def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dict[str, object], hf_dir: Path,
                       files: Mapping[str, Path], warnings: List[str]) -> List[str]:
-    """model.pt (the cfg fairseq builds from ``args``, update 0), the dictionaries ``files`` (name in
-    the folder -> file) and the folder's tokenizer in hf_tokenizer/, staged and renamed into place.
-    Returns the tokenizer files copied."""
+    """model.pt (the cfg fairseq builds from ``args``, update 0), the dictionaries ``files`` (name in the
+    folder -> file) and the folder's tokenizer in hf_tokenizer/, staged and renamed into place."""
     with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
         warnings_module.simplefilter("ignore")
         cfg = convert_namespace_to_omegaconf(args)
@@ -109,10 +98,6 @@ def _labels(config: Mapping, hf_dir: Path) -> List[str]:
                          "fairseq's label dictionary needs one name per class; give each id its own name in "
                          "id2label (and label2id)")
     return labels
-
-
-# ----------------------------------------------------------------------------------------------
-# the Longformer family
 
 
 # settings transformers' config classes default when config.json lacks them (sizes are not among
@@ -330,10 +315,6 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                         warnings=warnings, head=head)
 
 
-# ----------------------------------------------------------------------------------------------
-# the LED family
-
-
 def _led_dictionary(hf_dir: Path, vocab: int, dict_txt: Path, warnings: List[str]):
     """(dictionary of ``vocab`` symbols, where it came from): ``<mask>`` appended when the table
     has its row (a model from the denoising task: BART's tokenizer puts it after the symbols)."""
@@ -350,9 +331,8 @@ def _led_dictionary(hf_dir: Path, vocab: int, dict_txt: Path, warnings: List[str
 
 
 def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
-    """HF ``LEDForConditionalGeneration`` -> ``out_dir/model.pt`` (update 0, the cfg of
-    ``fairseq-train --arch led_* --task translation``) + ``dict.txt`` + ``hf_tokenizer/``.
-    Raises FileNotFoundError / ValueError with nothing written."""
+    """HF ``LEDForConditionalGeneration`` -> ``out_dir/model.pt`` (update 0, the cfg of ``fairseq-train --arch
+    led_* --task translation``) + ``dict.txt`` + ``hf_tokenizer/``."""
     import fairseq_longformer  # noqa: F401  (registers the model)
 
     from ..models.led import LEDModel

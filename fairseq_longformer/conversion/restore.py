@@ -1,7 +1,5 @@
-"""What a converted checkpoint needs so that ``fairseq-train --restore-file`` continues from it,
-shared by the RoBERTa converter and the Hugging Face importer: a fresh training state, the
-fairseq-train flags that build a model the checkpoint loads into (``ConvertedCheckpoint``), and
-the printed command."""
+"""What lets ``fairseq-train --restore-file`` continue from a converted checkpoint: a fresh
+training state, the train flags (``ConvertedCheckpoint``) and the printed command."""
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +26,8 @@ def fresh_training_state(extra: Optional[Dict[str, object]] = None,
 
 @dataclass
 class ConvertedCheckpoint:
-    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training
-    command needs. model_dims: encoder_layers, encoder_embed_dim, encoder_ffn_embed_dim,
-    encoder_attention_heads."""
+    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training command needs.
+    model_dims: encoder_layers, encoder_embed_dim, encoder_ffn_embed_dim, encoder_attention_heads."""
 
     checkpoint: Path
     dictionary: Path
@@ -59,7 +56,5 @@ class ConvertedCheckpoint:
 
 
 def continue_command(flags: Sequence[str]) -> str:
-    """The command line that continues training from a converted checkpoint. ``longformer-train``
-    passes the installed plugin as --user-dir, so it works from any folder (fairseq's
-    ``--user-dir fairseq_longformer`` is a path, right only in the repository root)."""
+    """The command line that continues training from a converted checkpoint."""
     return "longformer-train DATA " + " ".join(shlex.quote(str(f)) for f in flags)

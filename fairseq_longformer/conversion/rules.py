@@ -1,15 +1,7 @@
-"""The small rules every conversion shares, each written once.
-
-* Window: our ``--attention-window`` w is ONE-sided; HF's ``attention_window`` is TWO-sided (2w).
-  HF pads every input to a multiple of the LARGEST layer window and each layer asserts the
-  length divides by its own, so every window must divide the largest one.
-* GELU: HF's "gelu" is the erf form, as fairseq's "gelu"; "gelu_accurate" (tanh) is not.
-* Dictionary copy: an export writes the fairseq dictionary as ``fairseq_dict.txt`` so the import
-  gives back the original symbols instead of placeholders.
-* Positions: fairseq's learned table has ``padding_idx + 1`` reserved rows, then one per
-  position; extending keeps the reserved rows and tiles the learned ones (the paper's copy init)
-  or redraws them (its ablation, Table 5).
-"""
+"""The small rules every conversion shares. Our window w is ONE-sided, HF's TWO-sided (2w), and
+every window must divide the largest (HF pads to it); HF's "gelu" is the exact one; the dictionary
+copy (fairseq_dict.txt) brings the symbols back on import; position tables keep their
+``padding_idx + 1`` reserved rows and tile (paper) or redraw (Table 5) the learned ones."""
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Tuple
 
@@ -81,10 +73,8 @@ def check_extendable(source_positions: int, target_positions: int) -> None:
 
 def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1,
                      init: str = "copy", generator: torch.Generator = None) -> Tensor:
-    """(P_s + padding_idx + 1, C) -> (P_t + padding_idx + 1, C), P_s / P_t source / target positions.
-
-    ``init="copy"`` tiles the learned rows; ``init="random"`` redraws every learned row from
-    N(0, 0.02), BERT's init (the reserved rows are kept)."""
+    """(P_s + padding_idx + 1, C) -> (P_t + padding_idx + 1, C): reserved rows kept, learned rows
+    tiled (``init="copy"``) or redrawn from N(0, 0.02) (``"random"``)."""
     reserved = padding_idx + 1
     source_positions = weight.shape[0] - reserved
     if source_positions <= 0:

@@ -1,6 +1,5 @@
-"""The tokenizer ``longformer-export-hf`` writes: a transformers tokenizer mapping text to the ids
-the fairseq model saw (HF id == fairseq id), from the GPT-2 BPE files or the sentencepiece model
-the fairseq data was made with, or a carried transformers tokenizer checked against them."""
+"""The tokenizer ``longformer-export-hf`` writes: HF id == fairseq id, from the GPT-2 BPE files or
+the sentencepiece model the data was made with, or a carried transformers tokenizer."""
 import json
 import logging
 import os
@@ -9,6 +8,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class TokenizerFiles:
@@ -39,10 +39,7 @@ class TokenizerFiles:
 
 
 def _special_tokens(dictionary) -> Dict[str, Optional[str]]:
-    """The tokenizer's special tokens by role. ``mask_token`` is None when the dictionary has no
-    <mask>: fairseq's masked_lm and denoising tasks append one, a translation task's dictionary (an
-    LED or BART fine-tuned on document -> summary pairs) has none, and a tokenizer that declared
-    one would give it an id past the model's embeddings."""
+    """The tokenizer's special tokens by role."""
     s = dictionary.symbols
     return {"bos_token": s[dictionary.bos()], "eos_token": s[dictionary.eos()], "unk_token": s[dictionary.unk()],
             "pad_token": s[dictionary.pad()], "cls_token": s[dictionary.bos()], "sep_token": s[dictionary.eos()],
@@ -56,15 +53,8 @@ def _present(specials: Dict[str, Optional[str]]) -> Dict[str, str]:
 
 
 def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_length: int):
-    """A transformers RobertaTokenizer whose vocabulary maps each GPT-2 BPE token straight to its
-    fairseq id (fairseq's dict.txt lists GPT-2 ids as decimal strings, re-indexed by frequency).
-
-    A BPE token whose GPT-2 id is not in the dictionary becomes <unk> in fairseq; a BPE vocabulary
-    cannot give two tokens one id, so such tokens and every merge that produces or uses them are
-    left out (with a warning): text containing them, or longer tokens built through them, is split
-    into other pieces instead. Dictionaries made from the BPE itself (the project's preprocessing
-    without --srcdict) or RoBERTa's dict.txt hold every GPT-2 token, and the ids are then exact.
-    """
+    """A transformers RobertaTokenizer whose vocabulary maps each GPT-2 BPE token straight to its fairseq id
+    (fairseq's dict.txt lists GPT-2 ids as decimal strings, re-indexed by frequency)."""
     from transformers import RobertaTokenizer
 
     with open(encoder_json, encoding="utf-8") as f:
@@ -172,14 +162,8 @@ def read_sentencepiece_model(path: str) -> Dict[str, object]:
 
 
 def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
-    """A tokenizers-library Unigram tokenizer over the sentencepiece pieces, laid out in the
-    fairseq dictionary's order (vocabulary entry k = dictionary symbol k), so HF ids == fairseq ids.
-
-    Reproduces sentencepiece: the precompiled normalization (NFKC etc.), whitespace stripping and
-    collapsing, the "▁" dummy prefix, Viterbi over the pieces' scores, byte fallback. Dictionary
-    entries sentencepiece never produces (madeupword padding, byte pieces) get the lowest normal
-    score, which keeps sentencepiece's unknown-character penalty (min score - 10) unchanged.
-    """
+    """A tokenizers-library Unigram tokenizer over the sentencepiece pieces, laid out in the fairseq
+    dictionary's order (vocabulary entry k = dictionary symbol k), so HF ids == fairseq ids."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 

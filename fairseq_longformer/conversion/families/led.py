@@ -1,16 +1,7 @@
-"""The LED family: fairseq's LED <-> Hugging Face's ``LEDForConditionalGeneration``: the key map
-(its reverse derived), the config both ways (``LEDLayout``), the checks of what HF's LED cannot
-represent, and the tensors both ways. Conventions at this boundary:
-  * positions: fairseq's learned tables have ``padding_idx + 1`` reserved rows before position 0,
-    HF's index from 0: the export drops them and keeps them in ``RESERVED_ROWS`` so that fairseq ->
-    HF -> fairseq is bit for bit (a folder without the file gets zero rows, which no id reaches);
-  * embeddings: fairseq shares one table between encoder, decoder and output projection; HF keeps
-    it as ``led.shared`` and adds a zero ``final_logits_bias``;
-  * the decoder starts from ``</s>`` in fairseq, so ``decoder_start_token_id`` is the eos id;
-  * global attention: fairseq's LED makes the first token global when no mask is given; HF takes
-    an explicit ``global_attention_mask``; the two agree on right-padded input, HF's convention.
-Shapes: V vocabulary, C width, P_e / P_d encoder / decoder positions (without reserved rows).
-"""
+"""The LED family: fairseq's LED <-> HF ``LEDForConditionalGeneration``: key map, config both ways
+(``LEDLayout``), checks, tensors both ways. fairseq's reserved position rows are dropped on export
+and kept in ``RESERVED_ROWS`` so fairseq -> HF -> fairseq is exact; HF's ``led.shared`` is fairseq's
+one shared embedding. Shapes: V vocabulary, C width, P_e / P_d encoder / decoder positions."""
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -271,12 +262,10 @@ def reserved_rows(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str, Tens
     no place for (kept beside the export as ``RESERVED_ROWS``)."""
     return {fs: state[fs][:layout.padding_idx + 1].contiguous() for fs, _ in POSITIONS}
 
+
 def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
                         reserved: Optional[Dict[str, Tensor]] = None) -> Dict[str, Tensor]:
-    """HF LED tensors -> the fairseq LED state dict (every key of the built model but the
-    version buffers). ``reserved``: fairseq key -> the (padding_idx + 1, C) rows the export kept
-    (``RESERVED_ROWS``); None: zero rows. Raises ValueError naming missing, unknown or mistied
-    tensors."""
+    """HF LED tensors -> the fairseq LED state dict (every key of the built model but the version buffers)."""
     mapping = reverse_led_key_map(layout.encoder_layers, layout.decoder_layers)
     tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state]
     known = {*mapping, *tables, *(hf for _, hf in POSITIONS), HF_LOGITS_BIAS}

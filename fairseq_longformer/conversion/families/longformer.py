@@ -1,22 +1,7 @@
-"""The Longformer family: fairseq's Longformer encoder (with its masked-LM, classification and QA
-heads) <-> Hugging Face's ``LongformerFor{MaskedLM,SequenceClassification,QuestionAnswering}``
-(and RoBERTa-family folders on import): the declarative key map, the config translation both
-ways and the tensors both ways. Checks of a built model: ``longformer_checks``; heads:
-``longformer_heads``.
-
-Decided here, once:
-* ``token_type_embeddings``: HF adds row 0 of a (type_vocab_size, C) table to every token; fairseq
-  has none. Export writes one zero row; import folds row 0 into the positions (every token has
-  exactly one position, so the sum is unchanged) and drops rows 1.. with a warning.
-* LM head: fairseq ties ``encoder.lm_head.weight`` to the token embeddings unless
-  ``--untie-weights-roberta``; tied, the HF decoder weight is not written (HF re-ties it);
-  ``lm_head.decoder.bias`` is HF's alias of ``lm_head.bias`` and is written too.
-* Dictionary: fairseq id == HF id. Without the export's dictionary copy, import writes dict.txt
-  line k as the placeholder ``hf:{k + 4}``, and the task's appended <mask> lands on HF's last id.
-
-Shapes: V vocabulary (incl. <mask>), C hidden, F feed-forward, P position rows (positions +
-padding_idx + 1), L a head's outputs (classes; 2 for QA).
-"""
+"""The Longformer family: fairseq's Longformer (masked-LM, classification, QA heads) <-> HF
+``LongformerFor*`` (and RoBERTa-family folders on import): key map, config, tensors both ways.
+HF's token_type row 0 is folded into the positions on import (a zero row on export); tied, the HF
+decoder weight is not written. Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,9 +273,8 @@ HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
 
 
 def config_problems(config: Mapping, model_type: str) -> List[str]:
-    """What in a HF config.json fairseq's Longformer cannot take, one line each: the settings
-    first (no size is read), then, once ``sized`` (the sizes checked against the tensors), the
-    rules that involve sizes."""
+    """What in a HF config.json fairseq's Longformer cannot take, one line each: the settings first (no size
+    is read), then, once ``sized`` (the sizes checked against the tensors), the rules that involve sizes."""
     problems: List[str] = []
 
     def want(name, ok, why):

@@ -1,13 +1,6 @@
-"""The task head of a fine-tuned Longformer at the Hugging Face boundary: which head an export
-carries, what HF's class for it computes, its labels, and the fairseq task that trains it.
-
-fairseq holds heads by name (``model.classification_heads``: RoBERTa's dense, tanh, out_proj on
-``<s>``; ``model.span_heads``: QA's Linear C -> 2); an HF model carries one unnamed head
-(``classifier`` or ``qa_outputs``). HotpotQA, WikiHop and coref heads also live in ``span_heads``
-but no transformers class computes them: their export is refused, naming ``--encoder-only``.
-Labels: the classification task gives the label at index ``nspecial + k`` of label/dict.txt the
-class k, so ``id2label`` lists the symbols after the specials.
-"""
+"""The task head of a fine-tuned Longformer at the HF boundary: which head an export carries, the
+HF class computing it, its labels (label/dict.txt after the specials) and the fairseq task
+training it. Heads no transformers class computes (HotpotQA, WikiHop, coref) are refused."""
 from dataclasses import dataclass, fields
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
