@@ -1,20 +1,6 @@
-"""Reading a fairseq checkpoint and writing a converted one: what every converter and exporter of
-a fairseq checkpoint shares (``from_fairseq``, ``hf_export``).
-
-  * ``read_checkpoint``: the ONE place a fairseq checkpoint is unpickled (every converter and
-    exporter reads through it, so how checkpoints are trusted is decided here alone);
-  * ``load_checkpoint`` / ``load_upgraded`` / ``architecture``: a checkpoint checked to be a
-    fairseq one (a dict with a 'model' state dict), with errors naming the file and what it is
-    not; ``load_upgraded`` adds fairseq's own upgrades of old checkpoints, as its loader does;
-  * ``resolve_source``: the source folder (or file) and its dict.txt;
-  * ``config_sections``, ``config_get``, ``config_set``: the saved configuration, either
-    ``cfg`` (Hydra era) or ``args`` (an older argparse Namespace), copied so it can be rewritten;
-  * ``check_output``: the output folder checks, run before anything is read or written;
-  * ``write_folder``: model.pt, dict.txt, the tokenizer files found next to the source and the
-    tools' marker (``--overwrite`` replaces only a model.pt the tools wrote), written under
-    temporary names and moved into place, model.pt last (``atomic.atomic_files``);
-    a folder this call created is removed again on an error.
-"""
+"""Reading a fairseq checkpoint (``read_checkpoint``: the one place one is unpickled, with the run's
+trust) and writing a converted one (``write_folder``: model.pt published last, so its presence
+means the folder is complete); the saved config, ``cfg`` or legacy ``args``, read and rewritten."""
 import argparse
 import copy
 import logging
@@ -24,6 +10,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import torch
+from fairseq import checkpoint_utils
+from omegaconf import OmegaConf
 
 from ..runtime import checkpoints
 from longformer_common.atomic import MARKER, atomic_files
@@ -56,15 +44,9 @@ def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None,
     return checkpoint, dictionary
 
 
-def read_checkpoint(path: Path, mmap: bool = False):
-    """Unpickle a fairseq checkpoint file onto the CPU (``mmap``: tensors stay on disk until used,
-    for files in torch's zip format; the 2019 releases' legacy format is read whole), as data:
-    ``checkpoints.load_checkpoint`` with the run's trust (``--trust-checkpoint``)."""
-    if mmap:
-        import zipfile
-
-        mmap = zipfile.is_zipfile(path)
-    return checkpoints.load_checkpoint(path, trust=checkpoints.checkpoints_trusted(), mmap=mmap)
+def read_checkpoint(path: Path):
+    """Unpickle a fairseq checkpoint onto the CPU, as data, with the run's trust (--trust-checkpoint)."""
+    return checkpoints.load_checkpoint(path, trust=checkpoints.checkpoints_trusted())
 
 
 def checkpoint_file(path) -> Path:
@@ -77,13 +59,13 @@ def checkpoint_file(path) -> Path:
     return checkpoint
 
 
-def load_checkpoint(path: Path, kind: str = "RoBERTa", mmap: bool = False) -> dict:
+def load_checkpoint(path: Path, kind: str = "RoBERTa") -> dict:
     """A fairseq checkpoint as a dict, with a one-line error naming the file and what it is not."""
     if Path(path).is_file() and Path(path).stat().st_size == 0:
         raise ValueError(f"{str(path)!r} is not a fairseq {kind} checkpoint: the file is empty (an interrupted "
                          "copy? pass the model.pt that fairseq-train or a converter wrote)")
     try:
-        state = read_checkpoint(path, mmap=mmap)
+        state = read_checkpoint(path)
     except checkpoints.UntrustedCheckpointError:
         raise  # already one line naming the file and the fix
     except Exception as error:  # not a torch file at all, truncated, ...
@@ -98,23 +80,9 @@ def load_checkpoint(path: Path, kind: str = "RoBERTa", mmap: bool = False) -> di
     return dict(state)
 
 
-def architecture(path: Path) -> str:
-    """The ``arch`` a checkpoint's config names ('' when it names none); only the config is read."""
-    state = load_checkpoint(path, "Longformer or LED", mmap=True)
-    args, cfg = state.get("args"), state.get("cfg")
-    model = cfg.get("model") if isinstance(cfg, Mapping) else args
-    if model is None and cfg is not None and not isinstance(cfg, Mapping):
-        model = getattr(cfg, "model", None)
-    arch = config_get(model, "arch") if model is not None else None
-    return arch if isinstance(arch, str) else ""
-
-
 def load_upgraded(path: Path, kind: str) -> dict:
     """A checkpoint as fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` returns it (cfg as an
     omegaconf object, old checkpoints upgraded), read through ``read_checkpoint``."""
-    from fairseq import checkpoint_utils
-    from omegaconf import OmegaConf
-
     state = load_checkpoint(path, kind)
     if state.get("cfg") is not None:
         state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
@@ -122,6 +90,19 @@ def load_upgraded(path: Path, kind: str) -> dict:
     if state.get("cfg") is None:
         raise ValueError(f"{str(path)!r} has no fairseq config (cfg/args): not a fairseq checkpoint")
     return state
+
+
+class DictionaryTask:
+    """What a fairseq model builder asks of a task: the dictionaries and the positions."""
+
+    cfg = None
+
+    def __init__(self, dictionary, positions=None):
+        self.source_dictionary = self.target_dictionary = dictionary
+        self._positions = positions
+
+    def max_positions(self):
+        return self._positions
 
 
 def config_get(obj, key, default=None):
@@ -143,13 +124,8 @@ def config_sections(state: Mapping):
     ``cfg['model']`` (a Namespace for legacy models such as RoBERTa and BART, or a dict)."""
     if state.get("cfg") is not None:
         cfg = state["cfg"]
-        try:
-            from omegaconf import OmegaConf
-
-            if OmegaConf.is_config(cfg):
-                cfg = OmegaConf.to_container(cfg, resolve=True)
-        except ImportError:  # pragma: no cover - omegaconf comes with fairseq
-            pass
+        if OmegaConf.is_config(cfg):
+            cfg = OmegaConf.to_container(cfg, resolve=True)
         cfg = copy.deepcopy(dict(cfg))
         if cfg.get("model") is None:
             raise ValueError("the checkpoint's cfg has no 'model' section: cannot write a loadable config")
@@ -188,8 +164,7 @@ def _copier(path: Path) -> Callable:
 
 def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> List[str]:
     """Write ``checkpoint`` as out_dir/model.pt with dict.txt and the tokenizer files found in
-    ``source_folder``; model.pt is published last, so its presence means the folder is complete.
-    Returns the tokenizer files copied."""
+    ``source_folder``; model.pt is published last, so its presence means the folder is complete."""
     files: Dict[str, Callable] = {"dict.txt": _copier(dict_path)}
     copied = [name for name in TOKENIZER_FILES if (source_folder / name).is_file()]
     for name in copied:

@@ -1,26 +1,13 @@
-"""The two source families of fairseq -> fairseq conversion, each a small spec the one driver
-(``from_fairseq.convert_checkpoint``) runs:
-
-* ``ROBERTA`` -> Longformer (arch ``longformer_base``, task ``longformer_mlm``). Both key layouts
-  are read: fairseq >= 0.10 (``encoder.sentence_encoder.*``, ``layernorm_embedding``) and the
-  released 2019 checkpoints (``decoder.sentence_encoder.*``, ``emb_layer_norm``, possibly a fused
-  ``in_proj_weight``); the output always uses the current layout. The source's position count
-  (``--train-new-positions-only`` needs it) is kept in ``extra_state["longformer_conversion"]``.
-* ``BART`` -> LED (arch ``led_base``, ``led_large`` from ``bart_large``; task translation). The
-  encoder's positions are tiled whole to a multiple of BART's (16,384 = 16 x 1,024, allenai's
-  converter tiles the same rows); the decoder is untouched. With every window at least as long as
-  the input, the LED computes exactly BART's function (tests/plugin/models/test_led.py).
-
-The results (``ConversionResult``, ``LEDConversionResult``) carry the flags that train, continue
-and generate with the converted checkpoint.
-"""
+"""The two source families of fairseq -> fairseq conversion, each a spec ``from_fairseq`` runs:
+``ROBERTA`` -> Longformer (the released 2019 key layout read too) and ``BART`` -> LED (the
+encoder's positions tiled whole, the decoder untouched), with their results' train flags."""
 import argparse
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from torch import Tensor
 
@@ -40,25 +27,16 @@ def _layer_keys(prefix: str, layers: int, modules) -> List[str]:
     return [f"{prefix}layers.{i}.{m}.{p}" for i in range(layers) for m in modules for p in ("weight", "bias")]
 
 
-# ----------------------------------------------------------------------------------------------
-# RoBERTa -> Longformer
-
-
 @dataclass
 class ConversionResult(ConvertedCheckpoint):
     """What ``convert_roberta_checkpoint`` wrote, and the numbers a training command needs."""
 
-    source: Optional[Path] = None
     source_layout: str = "new"
     roberta_positions: int = 0
     init_positions: str = "copy"
-    copied_files: List[str] = field(default_factory=list)
-    dropped_keys: List[str] = field(default_factory=list)
 
     def train_flags(self) -> List[str]:
-        """The fairseq-train flags that build a model this checkpoint loads into, with the
-        --reset-* flags of continued pretraining (not needed by the fresh training state written
-        here, but right for any RoBERTa checkpoint passed the same way)."""
+        """With the --reset-* flags of continued pretraining (right for any RoBERTa checkpoint)."""
         return super().train_flags() + ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
 
 
@@ -79,10 +57,9 @@ class RobertaSource:
         "longformer_conversion"
 
     def read(self, model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
-        """(state dict in the current layout, 'new' or 'old'): what RobertaModel's and
-        MultiheadAttention's ``upgrade_state_dict_named`` do at load time, done explicitly:
-        ``decoder.`` -> ``encoder.``, ``emb_layer_norm`` -> ``layernorm_embedding``, and a fused
-        ``in_proj_weight``/``in_proj_bias`` (rows [q; k; v]) split into q_proj, k_proj, v_proj."""
+        """(state dict in the current layout, 'new' or 'old'): fairseq's load-time upgrades done
+        explicitly (``decoder.`` -> ``encoder.``, ``emb_layer_norm`` -> ``layernorm_embedding``, a
+        fused ``in_proj_*`` (rows [q; k; v]) split into q_proj, k_proj, v_proj)."""
         has_new = any(k.startswith(self.ENCODER) for k in model_state)
         has_old = any(k.startswith(self.OLD_ENCODER) for k in model_state)
         if has_new and has_old:
@@ -134,9 +111,8 @@ class RobertaSource:
         return self.arch_name
 
     def rewrite_config(self, args, cfg, windows, max_positions: int) -> None:
-        """Blocks of ``max_positions`` in the task longformer_mlm, with the batch padding multiple.
-        attention_dropout stays RoBERTa's (0.1 for roberta.base): the paper continues pretraining
-        with RoBERTa's hyperparameters, and the Longformer attention applies it."""
+        """Blocks of ``max_positions`` in task longformer_mlm, with the batch padding multiple;
+        attention_dropout stays RoBERTa's (the paper continues with RoBERTa's hyperparameters)."""
         pad_multiple = batch_pad_multiple(windows, max_positions)
         section = args if args is not None else cfg["model"]
         for key, value in (("attention_causal", False), ("max_positions", max_positions),
@@ -175,30 +151,15 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
                               checkpoint_file, dict_file, seed, overwrite)
 
 
-# ----------------------------------------------------------------------------------------------
-# BART -> LED
-
-
 @dataclass
-class LEDConversionResult:
-    """What ``convert_bart_checkpoint`` wrote, and the numbers a training command needs.
-    model_dims: encoder/decoder layers, embed dims, ffn dims and attention heads."""
+class LEDConversionResult(ConvertedCheckpoint):
+    """What ``convert_bart_checkpoint`` wrote; model_dims: encoder and decoder sizes."""
 
-    checkpoint: Path
-    dictionary: Path
-    arch: str
-    attention_window: Tuple[int, ...]
-    max_positions: int  # the encoder's
-    decoder_positions: int
-    bart_positions: int
-    model_dims: Dict[str, int]
-    source: Optional[Path] = None
-    copied_files: List[str] = field(default_factory=list)
-    dropped_keys: List[str] = field(default_factory=list)
+    decoder_positions: int = 0
+    bart_positions: int = 0
 
     def model_flags(self) -> List[str]:
-        """The flags that build a model this checkpoint loads into (sizes given explicitly, so a
-        BART of any size works; the rest are the architecture's defaults, i.e. BART's)."""
+        """The flags that build a model this checkpoint loads into (sizes explicit: any BART works)."""
         flags = ["--arch", self.arch]
         for name, value in self.model_dims.items():
             flags += ["--" + name.replace("_", "-"), str(value)]
@@ -213,13 +174,10 @@ class LEDConversionResult:
                                      "--restore-file", str(self.checkpoint)]
 
     def generate_flags(self) -> List[str]:
-        """fairseq-generate flags: the task's source limit must be raised to the encoder's too
-        (fairseq filters sources by the smaller of the task's and the model's limits).
-
-        ``--required-batch-size-multiple 1``: batches of exactly --batch-size. (fairseq-fixed
-        0.12.3.1 drops the last batch when its size is not a multiple of this, default 8; the
-        plugin's compat.py gives it back, and stock fairseq-generate without --user-dir needs this
-        flag not to skip documents.)"""
+        """fairseq-generate flags: the task's source limit raised to the encoder's (fairseq filters
+        by the smaller of the task's and the model's), and ``--required-batch-size-multiple 1``
+        (fairseq-fixed 0.12.3.1 drops a last batch that is not a multiple of it; compat.py gives
+        it back, stock fairseq-generate needs the flag)."""
         return ["--task", "translation", "--path", str(self.checkpoint),
                 "--max-source-positions", str(self.max_positions),
                 "--max-target-positions", str(self.decoder_positions), "--required-batch-size-multiple", "1"]

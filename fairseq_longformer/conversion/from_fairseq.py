@@ -1,24 +1,6 @@
-"""fairseq -> fairseq conversion: a RoBERTa checkpoint -> a Longformer one (paper, sec. 5,
-"Continued MLM Pretraining"; ``longformer-convert-roberta``), a BART checkpoint -> an LED one
-(sec. 7, "Longformer-Encoder-Decoder"; ``longformer-convert-bart``). ONE driver,
-``convert_checkpoint``, runs the recipe; a small spec per source family (``fairseq_sources``:
-``ROBERTA``, ``BART``) says what differs (key names, layer stacks, which vocabulary sizes are
-accepted, the positions rule, the config rewrite, the result).
-
-The recipe:
-  * the source folder (model.pt + dict.txt) resolved and the output folder checked before the
-    checkpoint is even read; the checkpoint read through ``fairseq_checkpoint``;
-  * the state dict checked (every key of the family, the layer count), the vocabulary checked
-    against dict.txt, the window parsed per layer (one-sided w), the sizes read from the tensors;
-  * learned positions extended (``rules.extend_positions``: RoBERTa's rows tiled, the paper's
-    init, or redrawn, its ablation; BART's tiled whole), global projections Q_g, K_g, V_g copied
-    from Q, K, V, classification heads dropped, everything else untouched;
-  * the saved config (``cfg`` of a Hydra-era checkpoint, or ``args`` of an older one) rewritten to
-    the target architecture, provenance in ``extra_state``, the training state reset (update 0,
-    no optimizer state);
-  * everything validated in memory before anything is written; the folder written with
-    temporary names moved into place, model.pt last (``fairseq_checkpoint.write_folder``).
-"""
+"""fairseq -> fairseq conversion: ONE driver (``convert_checkpoint``) and a spec per source family
+(``fairseq_sources``): state checked, positions extended, global Q/K/V copied from Q, K, V,
+heads dropped, config rewritten, training state reset; all in memory before anything is written."""
 import logging
 import re
 from collections.abc import Mapping
@@ -41,10 +23,6 @@ logger = logging.getLogger(__name__)
 LED_CRITERION = "LabelSmoothedCrossEntropyCriterion"  # what fairseq records for an LED's training
 
 
-# ----------------------------------------------------------------------------------------------
-# the rules every source shares
-
-
 def count_layers(model_state: Mapping, prefix: str) -> int:
     """Number of ``{prefix}layers.N.`` layers in the state dict (0 if none)."""
     pattern = re.compile(re.escape(prefix) + r"layers\.(\d+)\.")
@@ -58,11 +36,8 @@ def missing_keys_error(path, kind: str, what: str, missing: List[str]) -> ValueE
 
 
 def expected_vocab_rows(dict_path: Path) -> Tuple[int, int, int]:
-    """(rows with <mask>, symbols read from dict.txt, padding index).
-
-    fairseq's Dictionary starts with 4 specials (<s>, <pad>, </s>, <unk>), then one symbol per line
-    of dict.txt (a line ending in ``#fairseq:overwrite`` replaces a symbol, adds none), and the
-    masked_lm and denoising tasks append ``<mask>`` unless it is already there."""
+    """(rows with <mask>, symbols read from dict.txt, padding index): fairseq's 4 specials, the
+    file's symbols, and the ``<mask>`` the masked_lm and denoising tasks append unless present."""
     from fairseq.data import Dictionary
 
     try:
@@ -75,9 +50,8 @@ def expected_vocab_rows(dict_path: Path) -> Tuple[int, int, int]:
 
 
 def check_vocabulary(model_state: Mapping, dict_path: Path, source, layout: str = "new") -> int:
-    """Raise ValueError when dict.txt does not match the embeddings of ``source``'s vocabulary
-    keys; return the padding index. A source that ``mask_optional`` also takes a table without the
-    <mask> row (a fine-tuned BART: its own ``upgrade_state_dict_named`` drops the extra row)."""
+    """Raise ValueError when dict.txt does not match the embeddings of ``source``'s vocabulary keys; return
+    the padding index."""
     with_mask, symbols, pad = expected_vocab_rows(dict_path)
     for key in source.vocab_keys:
         have = model_state[key].shape[0]
@@ -151,10 +125,6 @@ def rewrite_model_section(model_section, arch: str, dims: Mapping[str, int], win
         config_set(model_section, key, value)
 
 
-# ----------------------------------------------------------------------------------------------
-# the driver
-
-
 def convert_checkpoint(source, source_dir, out_dir, max_positions: int, attention_window,
                        init_positions: str = "copy", checkpoint_file: str = "model.pt", dict_file=None,
                        seed: int = 1, overwrite: bool = False):
@@ -183,13 +153,11 @@ def convert_checkpoint(source, source_dir, out_dir, max_positions: int, attentio
     arch = source.arch(model_section)
 
     new_state, dropped = convert_state_dict(model_state, source, max_positions, init_positions, padding_idx, seed)
-    new_args, new_cfg = config_sections(state)
-    new_section = new_args if new_args is not None else new_cfg["model"]
-    rewrite_model_section(new_section, arch, dims, windows, max_positions)
-    source.rewrite_config(new_args, new_cfg, windows, max_positions)
+    rewrite_model_section(model_section, arch, dims, windows, max_positions)  # the copy config_sections made
+    source.rewrite_config(args, cfg, windows, max_positions)
     provenance = {"source": str(checkpoint_path), "max_positions": max_positions,
                   "attention_window": list(windows), **source.provenance(layout, source_positions, init_positions, seed)}
-    output = {"args": new_args, "cfg": new_cfg, "model": new_state,
+    output = {"args": args, "cfg": cfg, "model": new_state,
               **fresh_training_state({source.provenance_key: provenance}, criterion_name=source.criterion)}
     copied = write_folder(out_dir, output, dict_path, checkpoint_path.parent)
     if dropped:

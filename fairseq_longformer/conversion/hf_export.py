@@ -1,18 +1,6 @@
-"""Export (``longformer-export-hf``): a fairseq checkpoint -> a Hugging Face folder that
-``from_pretrained`` loads offline, driven by the checkpoint's model family (``families``):
-
-* a Longformer -> ``LongformerForMaskedLM``, or for a fine-tuned checkpoint its task head as
-  ``LongformerForSequenceClassification`` (labels from the task's label dictionary) or
-  ``LongformerForQuestionAnswering`` (``families.longformer_heads``; a head no transformers class
-  computes, such as HotpotQA's, is refused: ``--encoder-only`` exports the body as a masked LM);
-* an LED (arch ``led_*``) -> ``LEDForConditionalGeneration``.
-
-The folder: ``config.json``, ``model.safetensors``, ``fairseq_dict.txt`` (the dictionary copy,
-``rules``), the family's extra files and, when a tokenizer is given, the tokenizer files
-(``tokenizer``). Every check runs on the built model before anything is written (the family
-names each setting HF cannot represent); the folder is assembled next to the output and renamed
-into place (``atomic.staged_folder``).
-"""
+"""``longformer-export-hf``: a fairseq checkpoint -> a HF folder ``from_pretrained`` loads offline
+(Longformer with its head, or LED), every check run on the built model before the folder is
+staged and renamed into place."""
 import logging
 import os
 import shutil
@@ -24,12 +12,10 @@ from typing import Callable, Dict, List, Optional
 from longformer_common.atomic import check_output_dir, staged_folder
 from . import fairseq_checkpoint
 from .families import led as led_family
-from .families.longformer import (
-    HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, HeadRef, fairseq_to_hf_state, hf_config_dict,
-)
+from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, fairseq_to_hf_state, hf_config_dict
 from .families.longformer_checks import inspect_model
 from .families.longformer_heads import (
-    checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
+    HeadRef, checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
     model_heads, refuse_heads_without_hf_class, task_labels,
 )
 from .rules import DICT_COPY, check_shapes, write_dictionary_copy
@@ -56,6 +42,13 @@ def _hf_imports():
     return transformers, save_file
 
 
+def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:
+    """The output folder and the tokenizer flags, checked before the slow checkpoint load."""
+    check_output_dir(out_dir, overwrite)
+    if tokenizer is not None:
+        tokenizer.kind  # noqa: B018  (validates the tokenizer flags)
+
+
 def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None], dictionary,
                   tokenizer: Optional[TokenizerFiles], max_length: int) -> Path:
     """The folder every family's export writes: the family's model files (``write_model(tmp)``),
@@ -67,10 +60,6 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
         if hf_tokenizer is not None:
             save_tokenizer(tmp, hf_tokenizer, extra_files)
     return Path(out_dir).absolute()
-
-
-# ----------------------------------------------------------------------------------------------
-# the Longformer family
 
 
 def _longformer_export(model, dictionary, head: Optional[HeadRef], labels: Optional[List[str]]):
@@ -137,19 +126,18 @@ def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
 
 
 def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None,
-                            encoder_only: bool = False):
-    """(model, task, head) from a fairseq Longformer checkpoint through fairseq's own builders and
-    upgrades; the model holds exactly the checkpoint's head ``head`` (``head_name``, else the only
-    one; None: no head, also with ``encoder_only``), with the checkpoint's weights.
-
-    The task's dictionaries (dict.txt; input0/dict.txt and label/dict.txt for classification):
-    ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data folder."""
+                            encoder_only: bool = False, state: Optional[dict] = None):
+    """(model, task, head) from a fairseq Longformer checkpoint (``state``: it, read already)
+    through fairseq's own builders and upgrades; the model holds exactly the head ``head_name``
+    (else the only one; None with ``encoder_only``) with the checkpoint's weights. The task's
+    dictionaries: ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its
+    --data folder."""
     import fairseq_longformer  # noqa: F401  (registers the model and task)
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import overwrite_args_by_name
 
     checkpoint = fairseq_checkpoint.checkpoint_file(checkpoint)
-    state = fairseq_checkpoint.load_upgraded(checkpoint, "Longformer")
+    state = state or fairseq_checkpoint.load_upgraded(checkpoint, "Longformer")
     cfg = state["cfg"]
     if encoder_only and head_name is not None:
         raise ValueError("--encoder-only exports no head: leave out --head-name")
@@ -178,16 +166,9 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
     return model, task, head
 
 
-# ----------------------------------------------------------------------------------------------
-# the LED family
-
-
-def load_led(checkpoint, dict_path=None):
-    """(built fairseq LED in eval mode, its dictionary) from a checkpoint through fairseq's own
-    upgrades. The dictionary: ``dict_path``, else dict.txt next to the checkpoint; ``<mask>`` is
-    added when the embeddings have its row (a model from the denoising task)."""
-    import types
-
+def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
+    """(built fairseq LED in eval mode, its dictionary) from a checkpoint (``state``: it, read already)
+    through fairseq's own upgrades."""
     import fairseq_longformer  # noqa: F401  (registers the model)
     from fairseq.data import Dictionary
 
@@ -198,7 +179,7 @@ def load_led(checkpoint, dict_path=None):
     if not dict_file.is_file():
         raise FileNotFoundError(f"dictionary {str(dict_file)!r} not found (pass --dict: the dict.txt the "
                                 "model was trained with)")
-    state = fairseq_checkpoint.load_upgraded(checkpoint, "LED")
+    state = state or fairseq_checkpoint.load_upgraded(checkpoint, "LED")
     cfg = state["cfg"]
     arch = getattr(cfg.model, "arch", None)  # a Namespace (BART's legacy model config) or a DictConfig
     if not str(arch).startswith("led"):
@@ -208,17 +189,15 @@ def load_led(checkpoint, dict_path=None):
     if rows == len(dictionary) + 1 and "<mask>" not in dictionary.indices:
         dictionary.add_symbol("<mask>")
     # the model needs only the dictionaries of its task: no data folder to set up
-    task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None)
-    model = LEDModel.build_model(cfg.model, task)
+    model = LEDModel.build_model(cfg.model, fairseq_checkpoint.DictionaryTask(dictionary))
     model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
     return model.eval(), dictionary
 
 
 def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None,
                      overwrite: bool = False) -> ExportResult:
-    """Write a built fairseq LED as a Hugging Face LEDForConditionalGeneration folder
-    (config.json, model.safetensors, fairseq_dict.txt, the reserved position rows, tokenizer
-    files if given). All checks run before anything is written."""
+    """Write a built fairseq LED as a Hugging Face LEDForConditionalGeneration folder (config.json,
+    model.safetensors, fairseq_dict.txt, the reserved position rows, tokenizer files if given)."""
     transformers, save_file = _hf_imports()
     layout = led_family.inspect_led(model)
     if len(dictionary) != layout.vocab:
@@ -244,29 +223,23 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
 def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                overwrite: bool = False) -> ExportResult:
     """An LED checkpoint (+ its dict.txt) -> a Hugging Face LEDForConditionalGeneration folder."""
-    check_output_dir(out_dir, overwrite)  # fail before the slow checkpoint load
-    if tokenizer is not None:
-        tokenizer.kind  # noqa: B018  (validates the tokenizer flags, same reason)
+    _check_before_reading(out_dir, overwrite, tokenizer)
     model, dictionary = load_led(checkpoint, dict_path)
     return export_led_model(model, dictionary, out_dir, tokenizer, overwrite)
-
-
-# ----------------------------------------------------------------------------------------------
-# either family
 
 
 def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                       overwrite: bool = False, head_name: Optional[str] = None,
                       label_dict_path=None, encoder_only: bool = False) -> ExportResult:
-    """``longformer-export-hf``: fairseq checkpoint (+ its dictionaries) -> Hugging Face folder, the
-    HF class chosen by the checkpoint's family; ``encoder_only``: a Longformer's task heads left
-    out (a masked LM)."""
-    check_output_dir(out_dir, overwrite)  # fail before the slow checkpoint load
-    if tokenizer is not None:
-        tokenizer.kind  # noqa: B018  (validates the tokenizer flags, same reason)
-    if fairseq_checkpoint.architecture(fairseq_checkpoint.checkpoint_file(checkpoint)).startswith("led"):
+    """``longformer-export-hf``: fairseq checkpoint (+ its dictionaries) -> Hugging Face folder, the HF class
+    chosen by the checkpoint's family; ``encoder_only``: a Longformer's task heads left out (a masked LM)."""
+    _check_before_reading(out_dir, overwrite, tokenizer)
+    path = fairseq_checkpoint.checkpoint_file(checkpoint)
+    state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once
+    if str(getattr(state["cfg"].model, "arch", "")).startswith("led"):
         if head_name is not None or label_dict_path is not None or encoder_only:
             raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
-        return export_led(checkpoint, out_dir, dict_path, tokenizer, overwrite)
-    model, task, head = load_fairseq_checkpoint(checkpoint, dict_path, label_dict_path, head_name, encoder_only)
+        model, dictionary = load_led(path, dict_path, state)
+        return export_led_model(model, dictionary, out_dir, tokenizer, overwrite)
+    model, task, head = load_fairseq_checkpoint(path, dict_path, label_dict_path, head_name, encoder_only, state)
     return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite, labels=task_labels(task, head))

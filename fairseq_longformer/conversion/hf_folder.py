@@ -1,40 +1,25 @@
-"""Reading a Hugging Face model folder for the import (``hf_import``), treating every file in it
-as data from someone else:
-
-* ``read_hf_config``: config.json, a JSON object;
-* ``tensor_shapes`` / ``load_hf_state_dict``: the tensors of model.safetensors (possibly sharded,
-  with every shard named in ``*.index.json`` resolving inside the folder) or pytorch_model.bin,
-  whose CRCs are checked first (``checkpoints.check_intact``; safetensors has no checksum, so a
-  flipped bit in its tensor data cannot be seen, only a damaged header);
-* ``check_sizes``: the config's sizes against the tensors' names and shapes, BEFORE anything is
-  built or sized from the config (a 300-byte config.json saying ``num_hidden_layers: 3e7`` is
-  one error, not gigabytes of key maps);
-* ``hf_special_ids``: where the folder's tokenizer puts its special tokens;
-* ``folder_dictionary``: the fairseq dict.txt for HF ids, from the export's dictionary copy or
-  placeholders.
-
-Errors are one line naming the file and what to do.
-"""
+"""Reading a Hugging Face folder as someone else's data: config.json, the tensors (safetensors,
+sharded or not, or a CRC-checked pytorch_model.bin), the config's sizes checked against them
+before anything is sized from them, the tokenizer's special ids and the dict.txt for HF ids."""
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
+from fairseq.data import Dictionary
 from torch import Tensor
 
 from ..runtime.checkpoints import CorruptCheckpointError, check_intact
-from .rules import DICT_COPY, PLACEHOLDER, write_placeholders
+from .rules import DICT_COPY, PLACEHOLDER
 
-# The largest size a config.json may state (2**31: more than any real model has rows, layers or
-# widths); sizes are checked against the tensors too, this only keeps the message sane.
-MAX_SIZE = 2 ** 31
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin.index.json",
-                "pytorch_model.bin")
+MAX_SIZE = 2 ** 31  # the largest size a config.json may state (more than any real model's)
 # Files of a HF tokenizer, copied into the import's output (OUTDIR/hf_tokenizer/).
 HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                       "merges.txt", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model",
                       "added_tokens.json")
+DAMAGED_TOKENIZER = "Remove it, or download the folder again."
 
 
 def _read_json(path: Path, what: str):
@@ -58,10 +43,6 @@ def read_hf_config(hf_dir) -> Dict[str, object]:
     return config
 
 
-# ----------------------------------------------------------------------------------------------
-# tensors
-
-
 def _shard_files(hf_dir: Path, index_name: str) -> List[Path]:
     """The shards an index names, each checked to resolve inside ``hf_dir``."""
     index = _read_json(hf_dir / index_name, "Download the folder again.")
@@ -70,26 +51,20 @@ def _shard_files(hf_dir: Path, index_name: str) -> List[Path]:
         raise ValueError(f"{str(hf_dir / index_name)!r} has no weight_map of file names: a damaged folder? "
                          "Download the folder again.")
     root = hf_dir.resolve()
-    shards = []
     for name in sorted(set(weight_map.values())):
         path = (hf_dir / name).resolve()
         if path.parent != root and root not in path.parents:
             raise ValueError(f"{str(hf_dir / index_name)!r} names the shard {name!r}, which is outside the folder: "
                              "shards must be files inside the model folder")
-        shards.append(hf_dir / name)
-    return shards
+    return [hf_dir / name for name in sorted(set(weight_map.values()))]
 
 
 def _weights(hf_dir: Path) -> Tuple[str, List[Path]]:
     """('safetensors' | 'torch', the weight files) of a folder."""
-    if (hf_dir / "model.safetensors").is_file():
-        return "safetensors", [hf_dir / "model.safetensors"]
-    if (hf_dir / "model.safetensors.index.json").is_file():
-        return "safetensors", _shard_files(hf_dir, "model.safetensors.index.json")
-    if (hf_dir / "pytorch_model.bin.index.json").is_file():
-        return "torch", _shard_files(hf_dir, "pytorch_model.bin.index.json")
-    if (hf_dir / "pytorch_model.bin").is_file():
-        return "torch", [hf_dir / "pytorch_model.bin"]
+    for name, kind in (("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
+                       ("pytorch_model.bin.index.json", "torch"), ("pytorch_model.bin", "torch")):
+        if (hf_dir / name).is_file():
+            return kind, _shard_files(hf_dir, name) if name.endswith(".json") else [hf_dir / name]
     raise FileNotFoundError(f"{str(hf_dir)!r} has no model.safetensors or pytorch_model.bin")
 
 
@@ -99,63 +74,52 @@ def _damaged(hf_dir, error: Exception) -> ValueError:
                       "a damaged or incomplete folder: download the folder again")
 
 
-def tensor_shapes(hf_dir) -> Dict[str, Tuple[int, ...]]:
-    """HF key -> shape of every tensor in the folder, read from the file headers (safetensors)
-    or memory-mapped (pytorch_model.bin): nothing model-sized is loaded."""
+def _safetensors_shapes(path: Path) -> Dict[str, Tuple[int, ...]]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+
+
+def load_safetensors(path: Path) -> Dict[str, Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def _read_weights(hf_dir, shapes_only: bool) -> Dict[str, object]:
+    """Every tensor of the folder (``shapes_only``: its shape, read from the headers or
+    memory-mapped, so nothing model-sized is loaded); a file that does not load is a ValueError."""
     hf_dir = Path(hf_dir)
     kind, files = _weights(hf_dir)
-    shapes: Dict[str, Tuple[int, ...]] = {}
+    out: Dict[str, object] = {}
     try:
         for path in files:
             if kind == "safetensors":
-                from safetensors import safe_open
-
-                with safe_open(str(path), framework="pt") as f:
-                    shapes.update({key: tuple(f.get_slice(key).get_shape()) for key in f.keys()})
-            else:
-                check_intact(path)
-                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-                shapes.update({key: tuple(value.shape) for key, value in state.items()})
+                out.update(_safetensors_shapes(path) if shapes_only else load_safetensors(path))
+                continue
+            check_intact(path)
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=shapes_only)
+            out.update({key: tuple(value.shape) for key, value in state.items()} if shapes_only else state)
     except CorruptCheckpointError:
         raise  # one line naming the file and the fix already
     except Exception as error:  # safetensors' SafetensorError, pickle errors, a truncated file
         raise _damaged(hf_dir, error) from error
-    return shapes
+    return out
+
+
+def tensor_shapes(hf_dir) -> Dict[str, Tuple[int, ...]]:
+    return _read_weights(hf_dir, shapes_only=True)
 
 
 def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
-    """The tensors of a HF folder; a file that does not load is a ValueError naming it."""
-    hf_dir = Path(hf_dir)
-    kind, files = _weights(hf_dir)
-    state: Dict[str, Tensor] = {}
-    try:
-        for path in files:
-            if kind == "safetensors":
-                from safetensors.torch import load_file
-
-                state.update(load_file(str(path)))
-            else:
-                check_intact(path)
-                state.update(torch.load(path, map_location="cpu", weights_only=True))
-    except CorruptCheckpointError:
-        raise
-    except Exception as error:
-        raise _damaged(hf_dir, error) from error
-    return state
-
-
-def _layer_count(shapes: Mapping[str, Tuple[int, ...]], prefix: str) -> Tuple[int, List[int]]:
-    pattern = re.compile(re.escape(prefix) + r"(\d+)\.")
-    indices = sorted({int(m.group(1)) for key in shapes for m in [pattern.match(key)] if m})
-    return len(indices), indices
+    return _read_weights(hf_dir, shapes_only=False)
 
 
 def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: Mapping[str, Tuple[object, int]],
                 layer_counts: Mapping[str, str], integers: Tuple[str, ...], hf_dir: Path) -> None:
-    """Raise one ValueError naming every size of ``config`` that is missing, not a whole number,
-    or not what the tensors hold. ``sizes``: config entry -> (tensor, or a tuple of names the
-    tensor may have, dim) holding the same number; ``layer_counts``: config entry -> key prefix of its numbered layers; ``integers``:
-    more entries that must be whole numbers in 1 .. MAX_SIZE."""
+    """Raise one ValueError naming every size of ``config`` that is missing, not a whole number in 1 ..
+    MAX_SIZE, or not what the tensors hold."""
     problems = []
     values: Dict[str, int] = {}
     for name in (*sizes, *layer_counts, *integers):
@@ -168,9 +132,10 @@ def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: M
         else:
             values[name] = int(value)
     for name, prefix in layer_counts.items():
-        count, indices = _layer_count(shapes, prefix)
-        if name in values and values[name] != count:
-            want = values[name]
+        pattern = re.compile(re.escape(prefix) + r"(\d+)\.")
+        indices = sorted({int(m.group(1)) for key in shapes for m in [pattern.match(key)] if m})
+        if name in values and values[name] != len(indices):
+            want, count = values[name], len(indices)
             missing = f"; missing {prefix}{count}.*" if want > count and indices == list(range(count)) else ""
             problems.append(f"{name} = {want} but the tensors hold {count} layers ({prefix}N.*){missing}")
     for name, (names, dim) in sizes.items():
@@ -183,58 +148,59 @@ def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: M
         elif shapes[key][dim] != values[name]:
             problems.append(f"{name} = {values[name]} but {key} has {shapes[key][dim]} (dimension {dim})")
     if problems:
-        raise ValueError(f"{str(Path(hf_dir) / 'config.json')!r} does not describe the folder's tensors, nothing was written: "
-                         + "; ".join(problems) + " (a damaged or mismatched config.json: download the folder again)")
+        raise ValueError(f"{str(Path(hf_dir) / 'config.json')!r} does not describe the folder's tensors, nothing "
+                         "was written: " + "; ".join(problems) + " (a damaged or mismatched config.json: download "
+                         "the folder again)")
 
 
-# ----------------------------------------------------------------------------------------------
-# tokenizer and dictionary
+def _added_tokens(path: Path, entries, where: str) -> List[Tuple[str, int]]:
+    """(text, id) of a tokenizer file's added tokens; ValueError for an entry without both."""
+    pairs = []
+    for index, token in entries:
+        if not isinstance(token, dict) or not isinstance(token.get("content"), str) \
+                or isinstance(index, bool) or not isinstance(index, int):
+            raise ValueError(f"{str(path)!r}: {where}[{index!r}] has no 'content' text and integer id: a damaged "
+                             f"tokenizer file ({DAMAGED_TOKENIZER.lower()})")
+        pairs.append((token["content"], index))
+    return pairs
+
+
+def _tokenizer_json_field(path: Path, name: str, kind: type):
+    data = _read_json(path, DAMAGED_TOKENIZER)
+    value = data.get(name, kind()) if isinstance(data, dict) else None
+    if kind is dict:
+        value = value or {}
+    if not isinstance(value, kind):
+        raise ValueError(f"{str(path)!r}: {name} is not {'a list' if kind is list else 'an object'}: a damaged "
+                         f"tokenizer file ({DAMAGED_TOKENIZER.lower()})")
+    return value
 
 
 def hf_special_ids(hf_dir) -> Dict[str, int]:
-    """Token text -> id for the tokenizer's added/special tokens, when the folder has a tokenizer."""
+    """Token text -> id for the tokenizer's added/special tokens, when the folder has a tokenizer
+    (tokenizer.json wins over tokenizer_config.json, whose first entry of a text wins)."""
     hf_dir = Path(hf_dir)
-    ids: Dict[str, int] = {}
-
-    def take(path: Path, entries, where: str, setdefault: bool):
-        for index, token in entries:
-            if not isinstance(token, dict) or not isinstance(token.get("content"), str) \
-                    or isinstance(index, bool) or not isinstance(index, int):
-                raise ValueError(f"{str(path)!r}: {where}[{index!r}] has no 'content' text and integer id: a damaged "
-                                 f"tokenizer file (remove it, or download the folder again)")
-            if setdefault:
-                ids.setdefault(token["content"], index)
-            else:
-                ids[token["content"]] = index
-
-    if (hf_dir / "tokenizer.json").is_file():
-        data = _read_json(hf_dir / "tokenizer.json", "Remove it, or download the folder again.")
-        added = data.get("added_tokens", []) if isinstance(data, dict) else None
-        if not isinstance(added, list):
-            raise ValueError(f"{str(hf_dir / 'tokenizer.json')!r}: added_tokens is not a list: a damaged tokenizer "
-                             "file (remove it, or download the folder again)")
-        take(hf_dir / "tokenizer.json", [(t.get("id") if isinstance(t, dict) else k, t) for k, t in enumerate(added)],
-             "added_tokens", setdefault=False)
-    if (hf_dir / "tokenizer_config.json").is_file():
-        data = _read_json(hf_dir / "tokenizer_config.json", "Remove it, or download the folder again.")
-        decoder = (data.get("added_tokens_decoder") if isinstance(data, dict) else None) or {}
-        if not isinstance(decoder, dict):
-            raise ValueError(f"{str(hf_dir / 'tokenizer_config.json')!r}: added_tokens_decoder is not an object: "
-                             "a damaged tokenizer file (remove it, or download the folder again)")
-        entries = [(int(k) if str(k).isdigit() else k, t) for k, t in decoder.items()]
-        take(hf_dir / "tokenizer_config.json", entries, "added_tokens_decoder", setdefault=True)
-    return ids
+    from_json, from_config = [], []
+    path = hf_dir / "tokenizer.json"
+    if path.is_file():
+        added = _tokenizer_json_field(path, "added_tokens", list)
+        from_json = _added_tokens(path, [(t.get("id") if isinstance(t, dict) else k, t) for k, t in enumerate(added)],
+                                  "added_tokens")
+    path = hf_dir / "tokenizer_config.json"
+    if path.is_file():
+        decoder = _tokenizer_json_field(path, "added_tokens_decoder", dict)
+        from_config = _added_tokens(path, [(int(k) if str(k).isdigit() else k, t) for k, t in decoder.items()],
+                                    "added_tokens_decoder")
+    return {**dict(reversed(from_config)), **dict(from_json)}
 
 
 def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_txt: Path, warnings: List[str],
                       placeholder_mask: Optional[bool] = None):
     """(fairseq Dictionary of ``vocab`` symbols, where it came from), its dict.txt written to
-    ``dict_txt``: the export's dictionary copy when it fits the table, else placeholders (HF id k
-    at line k - 4). ``mask_last``: whether the table's last row is ``<mask>``, appended by the
-    fairseq task rather than read from dict.txt (True: a masked LM; None: as the copy's length
-    says; placeholders then follow ``placeholder_mask``)."""
-    from fairseq.data import Dictionary
-
+    ``dict_txt``: the export's dictionary copy when it fits the table, else the folder's
+    sentencepiece pieces or placeholders (HF id k at line k - 4). ``mask_last``: whether the last
+    row is ``<mask>``, appended by the task rather than read from dict.txt (True: a masked LM;
+    None: as the copy's length says, placeholders then following ``placeholder_mask``)."""
     source, append_mask = "placeholders", bool(mask_last)
     if (hf_dir / DICT_COPY).is_file():
         copied = Dictionary.load(str(hf_dir / DICT_COPY))
@@ -249,11 +215,9 @@ def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_
     if source == "placeholders":
         append_mask = bool(mask_last) if placeholder_mask is None else placeholder_mask
         pieces = unigram_pieces(hf_dir)
+        write_symbols(dict_txt, pieces or [], 4, vocab - append_mask)
         if pieces is not None:  # a sentencepiece vocabulary (XLM-R, CamemBERT): its pieces, by HF id
-            write_symbols(dict_txt, pieces, 4, vocab - append_mask)
             source = "tokenizer.json"
-        else:
-            write_placeholders(dict_txt, 4, vocab - append_mask)
     dictionary = Dictionary.load(str(dict_txt))
     if append_mask:
         dictionary.add_symbol("<mask>")
@@ -262,13 +226,12 @@ def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_
 
 
 def unigram_pieces(hf_dir: Path) -> Optional[List[str]]:
-    """The pieces of the folder's sentencepiece (Unigram) tokenizer in HF id order, read from
-    tokenizer.json (transformers' XLM-R and CamemBERT tokenizers write one); None for another
-    tokenizer (GPT-2 BPE: RoBERTa's dict.txt symbols are GPT-2 ids, not pieces) or none."""
+    """The pieces of the folder's sentencepiece (Unigram) tokenizer.json in HF id order; None for
+    another tokenizer (RoBERTa's dict.txt symbols are GPT-2 ids, not pieces) or none."""
     path = hf_dir / "tokenizer.json"
     if not path.is_file():
         return None
-    data = _read_json(path, "Remove it, or download the folder again.")
+    data = _read_json(path, DAMAGED_TOKENIZER)
     model = data.get("model") if isinstance(data, dict) else None
     vocab = model.get("vocab") if isinstance(model, dict) and model.get("type") == "Unigram" else None
     if not isinstance(vocab, list) or not all(isinstance(e, list) and e and isinstance(e[0], str) for e in vocab):
@@ -277,10 +240,10 @@ def unigram_pieces(hf_dir: Path) -> Optional[List[str]]:
 
 
 def write_symbols(path: Path, pieces: List[str], first: int, end: int) -> None:
-    """dict.txt for HF ids ``first`` .. ``end - 1``: the piece of each id, so that
-    ``longformer-preprocess --sentencepiece-model ... --srcdict`` finds fairseq id == HF id; an id
-    without a piece, or whose piece cannot be a fairseq symbol (fairseq's own specials, text with
-    whitespace, a repeat), gets the placeholder ``hf:k``."""
+    """dict.txt for HF ids ``first`` .. ``end - 1``: the piece of each id (so that
+    ``longformer-preprocess --sentencepiece-model ... --srcdict`` finds fairseq id == HF id), or the
+    placeholder ``hf:k`` for an id without a piece or whose piece cannot be a fairseq symbol
+    (fairseq's own specials, text with whitespace, a repeat)."""
     taken = {"<s>", "<pad>", "</s>", "<unk>"}
     with open(path, "w", encoding="utf-8") as f:
         for index in range(first, end):
@@ -302,14 +265,7 @@ def tokenizer_files(hf_dir: Path) -> List[str]:
 
 def copy_tokenizer(hf_dir: Path, names: List[str], out: Path) -> None:
     """The folder's tokenizer files, into ``out/hf_tokenizer/``."""
-    import shutil
-
     if names:
         (out / "hf_tokenizer").mkdir()
         for name in names:
             shutil.copyfile(hf_dir / name, out / "hf_tokenizer" / name)
-
-
-def optional_int(config: Mapping, name: str, default: Optional[int]) -> Optional[int]:
-    value = config.get(name, default)
-    return None if value is None else int(value)

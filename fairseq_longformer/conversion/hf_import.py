@@ -1,50 +1,41 @@
-"""Import (``longformer-import-hf``): a Hugging Face folder -> a fairseq checkpoint folder
-(``model.pt`` with the ``cfg`` fairseq's ``checkpoint_utils`` and ``fairseq-train --restore-file``
-read, and its task's dictionaries, fairseq id == HF id), driven by the folder's model family
-(``families``); the folder itself is read by ``hf_folder``, its sizes checked against its tensors
-before anything is built.
-
-* Longformer or RoBERTa (``import_hf``): a masked LM -> task ``longformer_mlm``; a
-  sequence-classification or question-answering folder -> the fine-tuning task that trains that
-  head (``longformer_classification``: ``input0/dict.txt`` and a ``label/dict.txt`` in id2label's
-  order; ``longformer_qa``: ``dict.txt``), the head under the task's default name or
-  ``--head-name``. Such a folder has no LM head: the checkpoint's is freshly initialized (the head
-  does not use it). A RoBERTa gets its positions extended (copied, as in the paper) and global
-  projections copied from Q, K, V.
-* LED (``import_led``): ``LEDForConditionalGeneration`` -> an LED checkpoint (arch ``led_*``, task
-  translation), with the reserved position rows the export kept.
-"""
+"""``longformer-import-hf``: a HF folder -> a fairseq checkpoint folder (model.pt + its task's
+dictionaries, fairseq id == HF id): Longformer / RoBERTa family (``import_hf``) or LED
+(``import_led``), the folder's sizes checked against its tensors before anything is built."""
 import copy
 import logging
 import shutil
 import tempfile
-import types
 import warnings as warnings_module
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import torch
+from fairseq.data import Dictionary
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from omegaconf import OmegaConf
 from torch import Tensor
 
 from longformer_common.atomic import check_output_dir, staged_folder
 from .families import led as led_family
 from .families.longformer import (
-    HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT,
-    HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, HeadRef,
-    config_problems, size_problems, fairseq_args, hf_to_fairseq_state, key_map, reverse_key_map, source_family,
+    HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES,
+    HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, fairseq_args, hf_to_fairseq_state, key_map, reverse_key_map,
+    size_problems, source_family,
 )
-from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, register_head
+from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
+from .fairseq_checkpoint import DictionaryTask
 from .fairseq_sources import LEDConversionResult
 from .from_fairseq import LED_CRITERION, parse_windows
 from .hf_folder import (
-    check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, placeholder_warning,
-    read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
+    check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
+    placeholder_warning, read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
 )
 from .restore import ConvertedCheckpoint, fresh_training_state
 from .rules import check_extendable, check_shapes, from_hf_windows, shape_of
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass
 class ImportResult(ConvertedCheckpoint):
@@ -66,26 +57,33 @@ class ImportResult(ConvertedCheckpoint):
         return flags + (["--untie-weights-roberta"] if self.untied else [])
 
 
+@dataclass
+class LEDImportResult(LEDConversionResult):
+    """What ``import_led`` wrote (``bart_positions`` is the encoder's own: nothing was tiled)."""
 
-class DictionaryTask:
-    """What a fairseq model builder asks of a task: the dictionary and the positions."""
-
-    def __init__(self, dictionary, positions):
-        self.source_dictionary = dictionary
-        self._positions = positions
-
-    def max_positions(self):
-        return self._positions
+    dictionary_source: str = "placeholders"
+    warnings: List[str] = field(default_factory=list)
 
 
-def _head_kind(state: Mapping[str, Tensor], hf_dir: Path) -> Optional[str]:
-    """Which head the folder's tensors hold: None (lm_head), "classification" or "span"."""
-    kinds = [kind for kind, prefix in HF_HEAD_PREFIXES.items() if any(k.startswith(prefix) for k in state)]
-    if len(kinds) != 1:
-        raise ValueError(f"{str(hf_dir)!r} holds {'no' if not kinds else 'several'} head tensors ("
-                         f"{', '.join(p + '*' for p in HF_HEAD_PREFIXES.values())}): import needs one masked-LM, "
-                         "sequence-classification or question-answering model, not the bare encoder")
-    return kinds[0]
+def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dict[str, object], hf_dir: Path,
+                      files: Mapping[str, Path], warnings: List[str]) -> List[str]:
+    """model.pt (the cfg fairseq builds from ``args``, update 0), the dictionaries ``files`` (name in the
+    folder -> file) and the folder's tokenizer in hf_tokenizer/, staged and renamed into place."""
+    with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
+        warnings_module.simplefilter("ignore")
+        cfg = convert_namespace_to_omegaconf(args)
+    checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+                  "model": model.state_dict(), **training_state}
+    copied = tokenizer_files(hf_dir)
+    for warning in warnings:
+        logger.warning(warning)
+    with staged_folder(out_dir, overwrite) as tmp:
+        torch.save(checkpoint, tmp / "model.pt")
+        for name, source in files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, tmp / name)
+        copy_tokenizer(hf_dir, copied, tmp)
+    return copied
 
 
 def _labels(config: Mapping, hf_dir: Path) -> List[str]:
@@ -102,12 +100,10 @@ def _labels(config: Mapping, hf_dir: Path) -> List[str]:
     return labels
 
 
-
-# settings transformers' config classes give a default when config.json lacks them, read by the
-# importer (sizes are not among them: those are checked against the tensors)
+# settings transformers' config classes default when config.json lacks them (sizes are not among
+# them: those are checked against the tensors), and transformers 5's defaults for a machine without it
 DEFAULTED_SETTINGS = ("layer_norm_eps", "type_vocab_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
                       "hidden_act", "position_embedding_type", "tie_word_embeddings")
-# transformers 5's LongformerConfig/RobertaConfig defaults, for a machine without transformers
 TRANSFORMERS_DEFAULTS = {"layer_norm_eps": 1e-12, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
                          "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
                          "position_embedding_type": "absolute", "tie_word_embeddings": True}
@@ -115,9 +111,9 @@ FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
 
 
 def with_transformers_defaults(config: Mapping, model_type: str):
-    """(config.json as transformers reads it, the names it lacked): each missing setting takes the
-    default of transformers' config class for ``model_type`` (layer_norm_eps 1e-12, not fairseq's
-    1e-5: a model imported with fairseq's would drift from the one transformers runs)."""
+    """(config.json as transformers reads it, the names it lacked): a missing setting takes
+    transformers' default (layer_norm_eps 1e-12, not fairseq's 1e-5: a model imported with
+    fairseq's would drift from the one transformers runs)."""
     try:
         import transformers
 
@@ -156,53 +152,101 @@ def check_folder(hf_dir) -> Mapping:
     return config
 
 
+def _checked_config(hf_dir: Path, config: Mapping, model_type: str) -> Dict[str, object]:
+    """config.json with transformers' defaults, its sizes checked against the tensors; ValueError
+    naming everything fairseq's Longformer cannot take."""
+    problems = config_problems(config, model_type)
+    config, defaulted = with_transformers_defaults(config, model_type)
+    if not problems:  # nothing below is sized by an unchecked number
+        _check_family_sizes(config, hf_dir, model_type)
+        defaulted_problems = config_problems({key: config[key] for key in defaulted}, model_type)
+        problems = size_problems(config, model_type) + [
+            f"{problem} (config.json has no {name}: transformers reads it as its default; if the model was trained "
+            f"with fairseq's value, write \"{name}\": {FAIRSEQ_VALUES.get(name)!r} into config.json)"
+            for problem in defaulted_problems for name in defaulted if problem.startswith(f"{name} =")]
+    if problems:
+        raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
+    return config
+
+
+def _head(state: Mapping[str, Tensor], hf_dir: Path, head_name: Optional[str]) -> Optional[HeadRef]:
+    """The head the folder's tensors hold (None: lm_head, a masked LM), named ``head_name`` or as
+    its task's default."""
+    kinds = [kind for kind, prefix in HF_HEAD_PREFIXES.items() if any(k.startswith(prefix) for k in state)]
+    if len(kinds) != 1:
+        raise ValueError(f"{str(hf_dir)!r} holds {'no' if not kinds else 'several'} head tensors ("
+                         f"{', '.join(p + '*' for p in HF_HEAD_PREFIXES.values())}): import needs one masked-LM, "
+                         "sequence-classification or question-answering model, not the bare encoder")
+    if kinds[0] is None:
+        if head_name is not None:
+            raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
+        return None
+    return HeadRef(kinds[0], head_name or HEAD_TASKS[kinds[0]].default_name)
+
+
+def _check_tensors(state: Mapping[str, Tensor], expected: Dict[str, tuple], optional: Dict[str, tuple], base: str,
+                   what: str, hf_dir: Path, warnings: List[str]) -> None:
+    """The folder's tensors against the key map's names and shapes; HF's tied copies equal."""
+    ignored = {k.format(base=base) for k in HF_IGNORED_BUFFERS}
+    pooler = sorted(k for k in state if k.startswith(f"{base}.pooler."))
+    missing = sorted(set(expected) - set(state))
+    unknown = sorted(set(state) - set(expected) - set(optional) - ignored - set(pooler))
+    if missing or unknown:
+        raise ValueError(f"{str(hf_dir)!r} does not match a {what}: missing {missing[:12]}, unexpected {unknown[:12]}")
+    check_shapes(state, {**expected, **{k: v for k, v in optional.items() if k in state}}, str(hf_dir))
+    if HF_DECODER_BIAS in state and not torch.equal(state[HF_DECODER_BIAS], state["lm_head.bias"]):
+        raise ValueError("lm_head.decoder.bias differs from lm_head.bias: HF ties them; fairseq has one bias")
+    if HF_DECODER_WEIGHT in optional and HF_DECODER_WEIGHT in state and not torch.equal(
+            state[HF_DECODER_WEIGHT], state[f"{base}.embeddings.word_embeddings.weight"]):
+        raise ValueError("tie_word_embeddings is true but lm_head.decoder.weight differs from word_embeddings")
+    if pooler:
+        warnings.append(f"dropped the pooler ({', '.join(pooler)}): fairseq's RoBERTa has none")
+
+
+def _check_special_ids(specials: Mapping[str, int], pieces: List[str], vocab: int, warnings: List[str]) -> None:
+    """The tokenizer's special ids against fairseq's: 4 specials first, <mask> appended last."""
+    for text, fairseq_id in (("<s>", 0), ("<pad>", 1), ("</s>", 2), ("<unk>", 3), ("<mask>", vocab - 1)):
+        if text not in specials or specials[text] == fairseq_id:
+            continue
+        if pieces[fairseq_id:fairseq_id + 1] == [text + "NOTUSED"]:
+            # CamemBERT's layout: fairseq's id 0 / 2 kept as <s>NOTUSED / </s>NOTUSED, the tokenizer's
+            # <s> / </s> further on. The ids carry over unchanged; only what fairseq's tasks put
+            # around a sequence differs from what the tokenizer does.
+            warnings.append(f"the tokenizer puts {text} at id {specials[text]} and {text}NOTUSED at {fairseq_id}; "
+                            f"fairseq's tasks put id {fairseq_id} there (continued pretraining feeds the "
+                            f"NOTUSED id; the exported model takes either)")
+        else:
+            raise ValueError(f"the tokenizer puts {text} at id {specials[text]}; fairseq's dictionary puts it at "
+                             f"{fairseq_id} (4 specials first, <mask> appended last by the masked_lm task)")
+
+
 def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
               overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
-    """``longformer-import-hf``: a HF Longformer or RoBERTa (masked LM, sequence classification or
-    question answering) folder -> ``model.pt`` + its task's dictionaries in ``out_dir``.
-
-    max_positions: tokens of the fairseq model; default: the source's for a Longformer, 4096 for
-    RoBERTa; more than the source extends the table with ``extend_positions`` (copy init).
-    attention_window: one-sided w (one value or one per layer) for a RoBERTa source (default 256);
-    a Longformer keeps its own (HF value // 2). head_name: the fairseq name of the imported task head
-    (default: its task's, ``sentence_classification_head`` / ``qa``).
-    """
+    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> ``model.pt`` +
+    its task's dictionaries in ``out_dir``. max_positions: default the source's for a Longformer,
+    4096 for RoBERTa (more than the source's: positions tiled). attention_window: one-sided w, one
+    or one per layer, for a RoBERTa (default 256); a Longformer keeps its own. head_name: the
+    fairseq name of the imported head (default: its task's)."""
     import fairseq_longformer  # noqa: F401  (registers the model, task and criterion)
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from omegaconf import OmegaConf
 
     from ..models.longformer import LongformerModel
 
     hf_dir = Path(hf_dir)
     check_output_dir(out_dir, overwrite)
     config = read_hf_config(hf_dir)
-    source_type = config.get("model_type")
     model_type = source_family(config)  # "longformer" or "roberta" (XLM-R, CamemBERT, RoBERTa-shaped)
     if model_type is None:
-        raise ValueError(f"model_type {source_type!r}: only Longformer and RoBERTa-family folders (roberta, "
-                         f"xlm-roberta, camembert, or architectures {ROBERTA_SHAPED[0]} and alike) are imported "
-                         "here, 'led' folders by import_led; BERT-shaped models are not (see docs/conversion.md)")
+        raise ValueError(f"model_type {config.get('model_type')!r}: only Longformer and RoBERTa-family folders "
+                         f"(roberta, xlm-roberta, camembert, or architectures {ROBERTA_SHAPED[0]} and alike) are "
+                         "imported here, 'led' folders by import_led; BERT-shaped models are not (see "
+                         "docs/conversion.md)")
     base = HF_BASE[model_type]
-    problems = config_problems(config, model_type)
-    config, defaulted = with_transformers_defaults(config, model_type)
-    if not problems:  # sizes against the tensors' names and shapes: nothing below is sized by an unchecked number
-        _check_family_sizes(config, hf_dir, model_type)
-        problems = size_problems(config, model_type) + [
-            f"{problem} (config.json has no {name}: transformers reads it as its default; if the model was trained "
-            f"with fairseq's value, write \"{name}\": {FAIRSEQ_VALUES.get(name)!r} into config.json)"
-            for name, problem in ((name, problem) for problem in config_problems(
-                {key: config[key] for key in defaulted}, model_type) for name in defaulted
-                if problem.startswith(f"{name} ="))]
-    if problems:
-        raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
+    config = _checked_config(hf_dir, config, model_type)
     warnings: List[str] = []
     layers, heads = int(config["num_hidden_layers"]), int(config["num_attention_heads"])
     hidden, ffn, vocab = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["vocab_size"])
-    padding_idx = 1
     source_rows = int(config["max_position_embeddings"])
-    source_positions = source_rows - padding_idx - 1
     tied = bool(config.get("tie_word_embeddings", True))
-
     if model_type == "longformer":
         if attention_window is not None:
             raise ValueError("--attention-window applies to RoBERTa folders only: a Longformer keeps the window "
@@ -211,106 +255,58 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     else:
         windows = parse_windows(attention_window if attention_window is not None else "256", layers)
     if max_positions is None:
-        max_positions = source_positions if model_type == "longformer" else 4096
-    check_extendable(source_positions, max_positions)
+        max_positions = source_rows - 2 if model_type == "longformer" else 4096
+    check_extendable(source_rows - 2, max_positions)  # 2: fairseq's reserved rows (padding_idx 1 + 1)
 
-    # -- tensors: keys and shapes against the config
     state = load_hf_state_dict(hf_dir)
-    kind = _head_kind(state, hf_dir)
-    if kind is None and head_name is not None:
-        raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
-    head = HeadRef(kind, head_name or HEAD_TASKS[kind].default_name) if kind is not None else None
-    labels = _labels(config, hf_dir) if kind == "classification" else None
-    reverse = reverse_key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied, head=head)
-    token_type_key = HF_TOKEN_TYPE.format(base=base)
-    type_vocab = int(config.get("type_vocab_size", 1))
+    head = _head(state, hf_dir, head_name)
+    labels = _labels(config, hf_dir) if head is not None and head.kind == "classification" else None
     outputs = len(labels) if labels is not None else 2  # L: classes, or QA's start and end
     dims = {"V": vocab, "C": hidden, "F": ffn, "P": source_rows, "L": outputs}
+    global_projections = model_type == "longformer"
+    reverse = reverse_key_map(layers, base, global_projections, tied, head)
+    token_type_key = HF_TOKEN_TYPE.format(base=base)
     expected = {hf: shape_of(spec, dims) for hf, (_, spec) in reverse.items()}
-    expected[token_type_key] = (type_vocab, hidden)
+    expected[token_type_key] = (int(config.get("type_vocab_size", 1)), hidden)
     optional = {} if head is not None else {
         HF_DECODER_BIAS: (vocab,), **({HF_DECODER_WEIGHT: (vocab, hidden)} if tied else {})}
-    ignored = {k.format(base=base) for k in HF_IGNORED_BUFFERS}
-    pooler = sorted(k for k in state if k.startswith(f"{base}.pooler."))
-    missing = sorted(set(expected) - set(state))
-    unknown = sorted(set(state) - set(expected) - set(optional) - ignored - set(pooler))
-    if missing or unknown:
-        raise ValueError(f"{str(hf_dir)!r} does not match a {model_type} {kind or 'masked LM'} model with "
-                         f"{layers} layers: missing {missing[:12]}, unexpected {unknown[:12]}")
-    check_shapes(state, {**expected, **{k: v for k, v in optional.items() if k in state}}, str(hf_dir))
-    if HF_DECODER_BIAS in state and not torch.equal(state[HF_DECODER_BIAS], state["lm_head.bias"]):
-        raise ValueError("lm_head.decoder.bias differs from lm_head.bias: HF ties them; fairseq has one bias")
-    if tied and HF_DECODER_WEIGHT in state and not torch.equal(
-            state[HF_DECODER_WEIGHT], state[f"{base}.embeddings.word_embeddings.weight"]):
-        raise ValueError("tie_word_embeddings is true but lm_head.decoder.weight differs from word_embeddings")
-    if pooler:
-        warnings.append(f"dropped the pooler ({', '.join(pooler)}): fairseq's RoBERTa has none")
+    _check_tensors(state, expected, optional, base, f"{model_type} {head.kind if head else 'masked LM'} model with "
+                   f"{layers} layers", hf_dir, warnings)
     if head is not None:
         warnings.append(f"the folder has no LM head ({config.get('architectures')}): the checkpoint's encoder.lm_head "
-                        f"is freshly initialized (the {kind} head does not use it)")
-
-    # -- dictionary: fairseq id == HF id
+                        f"is freshly initialized (the {head.kind} head does not use it)")
     specials = hf_special_ids(hf_dir)
-    pieces = unigram_pieces(hf_dir) or []
-    for text, fairseq_id in (("<s>", 0), ("<pad>", 1), ("</s>", 2), ("<unk>", 3), ("<mask>", vocab - 1)):
-        if text in specials and specials[text] != fairseq_id and pieces[fairseq_id:fairseq_id + 1] == [text + "NOTUSED"]:
-            # CamemBERT's layout: fairseq's id 0 / 2 kept as <s>NOTUSED / </s>NOTUSED, the tokenizer's
-            # <s> / </s> further on. The ids carry over unchanged; only what fairseq's tasks put
-            # around a sequence differs from what the tokenizer does.
-            warnings.append(f"the tokenizer puts {text} at id {specials[text]} and {text}NOTUSED at {fairseq_id}; "
-                            f"fairseq's tasks put id {fairseq_id} there (continued pretraining feeds the "
-                            f"NOTUSED id; the exported model takes either)")
-        elif text in specials and specials[text] != fairseq_id:
-            raise ValueError(f"the tokenizer puts {text} at id {specials[text]}; fairseq's dictionary puts it at "
-                             f"{fairseq_id} (4 specials first, <mask> appended last by the masked_lm task)")
+    _check_special_ids(specials, unigram_pieces(hf_dir) or [], vocab, warnings)
 
-    # -- fairseq model built through its builders, then filled
     out_abs = Path(out_dir).absolute()
     args = fairseq_args(out_abs, layers, hidden, ffn, heads, windows, max_positions,
-                         config.get("hidden_dropout_prob", 0.1),
-                         config.get("attention_probs_dropout_prob", 0.0) or 0.0, untied=not tied, head=head)
-
+                        config.get("hidden_dropout_prob", 0.1),
+                        config.get("attention_probs_dropout_prob", 0.0) or 0.0, untied=not tied, head=head)
+    head_task = HEAD_TASKS[head.kind] if head is not None else None
+    token_dict = head_task.token_dict if head_task is not None else MLM_TOKEN_DICT  # where the task reads it
     with tempfile.TemporaryDirectory() as scratch:
-        dict_txt = Path(scratch) / "dict.txt"
-        dictionary, dictionary_source = folder_dictionary(hf_dir, vocab, True, dict_txt, warnings)
+        files = {token_dict: Path(scratch) / "dict.txt"}
+        dictionary, dictionary_source = folder_dictionary(hf_dir, vocab, True, files[token_dict], warnings)
         if dictionary_source == "placeholders" and "<mask>" not in specials:
             warnings.append(f"no tokenizer says where <mask> is: assuming the last id ({vocab - 1}), where "
                             "fairseq's masked_lm task appends it")
         assert dictionary.index("<mask>") == vocab - 1
+        if labels is not None:  # label k at index nspecial + k, as the task reads it
+            label_dictionary = Dictionary()
+            for label in labels:
+                label_dictionary.add_symbol(label)
+            files[head_task.label_dict] = Path(scratch) / "labels.txt"
+            label_dictionary.save(str(files[head_task.label_dict]))
         model = LongformerModel.build_model(copy.deepcopy(args), DictionaryTask(dictionary, max_positions))
         if head is not None:
             register_head(model, head, outputs)
-
-        forward = key_map(layers, base, global_projections=(model_type == "longformer"), tied=tied, head=head)
-        new = hf_to_fairseq_state(state, model.state_dict(), forward, token_type_key, max_positions,
-                                  copy_global=(model_type == "roberta"), tied=tied, warnings=warnings)
-        model.load_state_dict(new, strict=True)
-
-        with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
-            warnings_module.simplefilter("ignore")
-            cfg = convert_namespace_to_omegaconf(args)
-        checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
-                      "model": model.state_dict(), **fresh_training_state()}
-        copied_tokenizer = tokenizer_files(hf_dir)
-        head_task = HEAD_TASKS[head.kind] if head is not None else None
-        token_dict = head_task.token_dict if head_task is not None else MLM_TOKEN_DICT  # where the task reads it
-        for warning in warnings:
-            logger.warning(warning)
-        with staged_folder(out_dir, overwrite) as tmp:
-            torch.save(checkpoint, tmp / "model.pt")
-            (tmp / token_dict).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(dict_txt, tmp / token_dict)
-            if labels is not None:  # label k at index nspecial + k, as the task reads it
-                from fairseq.data import Dictionary
-
-                label_dictionary = Dictionary()
-                for label in labels:
-                    label_dictionary.add_symbol(label)
-                (tmp / head_task.label_dict).parent.mkdir(parents=True, exist_ok=True)
-                label_dictionary.save(str(tmp / head_task.label_dict))
-            copy_tokenizer(hf_dir, copied_tokenizer, tmp)
-    logger.info(f"imported {model_type} {kind or 'masked LM'} ({layers} layers, window w={list(windows)}, "
-                f"{max_positions} positions) to {out_abs}")
+        forward = key_map(layers, base, global_projections, tied, head)
+        model.load_state_dict(hf_to_fairseq_state(state, model.state_dict(), forward, token_type_key, max_positions,
+                                                  copy_global=not global_projections, tied=tied, warnings=warnings),
+                              strict=True)
+        _write_checkpoint(out_dir, overwrite, args, model, fresh_training_state(), hf_dir, files, warnings)
+    logger.info(f"imported {model_type} {head.kind if head else 'masked LM'} ({layers} layers, window w="
+                f"{list(windows)}, {max_positions} positions) to {out_abs}")
     dims = {"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
             "encoder_attention_heads": heads}
     return ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
@@ -319,25 +315,10 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                         warnings=warnings, head=head)
 
 
-
-# ----------------------------------------------------------------------------------------------
-# the LED family
-
-
-@dataclass
-class LEDImportResult(LEDConversionResult):
-    """What ``import_led`` wrote: the checkpoint folder, the flags that train and generate with it
-    (``bart_positions`` is the encoder's own: nothing was tiled), where dict.txt came from."""
-
-    dictionary_source: str = "placeholders"
-    warnings: List[str] = field(default_factory=list)
-
-
 def _led_dictionary(hf_dir: Path, vocab: int, dict_txt: Path, warnings: List[str]):
     """(dictionary of ``vocab`` symbols, where it came from): ``<mask>`` appended when the table
-    has its row (a model from the denoising task), as ``load_led`` does."""
+    has its row (a model from the denoising task: BART's tokenizer puts it after the symbols)."""
     specials = hf_special_ids(hf_dir)
-    # BART's tokenizer puts <mask> after the dict.txt symbols
     dictionary, source = folder_dictionary(hf_dir, vocab, None, dict_txt, warnings,
                                            placeholder_mask=specials.get("<mask>") == vocab - 1)
     if source == "placeholders":
@@ -349,15 +330,10 @@ def _led_dictionary(hf_dir: Path, vocab: int, dict_txt: Path, warnings: List[str
     return dictionary, source
 
 
-def import_led(hf_dir, out_dir, overwrite: bool = False):
-    """``longformer-import-hf`` on an LED folder: HF ``LEDForConditionalGeneration`` (config.json,
-    model.safetensors) -> ``out_dir/model.pt`` (update 0, the cfg of ``fairseq-train --arch led_*
-    --task translation``) + ``dict.txt``, and the folder's tokenizer files in ``hf_tokenizer/``.
-    Returns an ``LEDImportResult``; raises FileNotFoundError / ValueError with nothing written."""
+def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
+    """HF ``LEDForConditionalGeneration`` -> ``out_dir/model.pt`` (update 0, the cfg of ``fairseq-train --arch
+    led_* --task translation``) + ``dict.txt`` + ``hf_tokenizer/``."""
     import fairseq_longformer  # noqa: F401  (registers the model)
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from omegaconf import OmegaConf
-    from safetensors.torch import load_file
 
     from ..models.led import LEDModel
 
@@ -369,17 +345,16 @@ def import_led(hf_dir, out_dir, overwrite: bool = False):
     _check_family_sizes(config, hf_dir, "led")
     layout = led_family.LEDLayout.from_hf_config(config, repr(str(hf_dir)))
     hf_state = load_hf_state_dict(hf_dir)
-    reserved = None
-    if (hf_dir / led_family.RESERVED_ROWS).is_file():
+    reserved_path, reserved, warnings = hf_dir / led_family.RESERVED_ROWS, None, []
+    if reserved_path.is_file():
         try:
-            reserved = load_file(str(hf_dir / led_family.RESERVED_ROWS))
+            reserved = load_safetensors(reserved_path)
         except Exception as error:  # safetensors' own error type: a damaged file
-            raise ValueError(f"{str(hf_dir / led_family.RESERVED_ROWS)!r} does not load ({error})") from error
+            raise ValueError(f"{str(reserved_path)!r} does not load ({error})") from error
+    else:
+        warnings.append(f"no {led_family.RESERVED_ROWS} (a folder not exported from fairseq): the position tables' "
+                        "reserved rows are zeros, which no position id reaches")
     state = led_family.hf_to_fairseq_state(hf_state, layout, reserved)
-    warnings: List[str] = []
-    if reserved is None:
-        warnings.append(f"no {led_family.RESERVED_ROWS} (a folder not exported from fairseq): the position tables' reserved "
-                        "rows are zeros, which no position id reaches")
 
     out_abs = Path(out_dir).absolute()
     result = LEDImportResult(
@@ -391,37 +366,24 @@ def import_led(hf_dir, out_dir, overwrite: bool = False):
     with tempfile.TemporaryDirectory() as scratch:
         dict_txt = Path(scratch) / "dict.txt"
         dictionary, result.dictionary_source = _led_dictionary(hf_dir, layout.vocab, dict_txt, warnings)
-        task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary, cfg=None)
-        model = LEDModel.build_model(args, task)
+        model = LEDModel.build_model(args, DictionaryTask(dictionary))
         template = model.state_dict()
         state.update({k: v for k, v in template.items() if k.endswith(".version")})  # the builder's counters
         if set(state) != set(template):
             raise ValueError(f"the imported tensors do not fill the fairseq LED: {sorted(set(state) ^ set(template))[:8]}")
         check_shapes(state, {k: tuple(v.shape) for k, v in template.items()}, f"{str(hf_dir)!r}")
         model.load_state_dict(state, strict=True)
-        with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
-            warnings_module.simplefilter("ignore")
-            cfg = convert_namespace_to_omegaconf(args)
-        checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
-                      "model": model.state_dict(),
-                      **fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}},
-                                             criterion_name=LED_CRITERION)}
-        copied_tokenizer = tokenizer_files(hf_dir)
-        for warning in warnings:
-            logger.warning(warning)
-        with staged_folder(out_dir, overwrite) as tmp:
-            torch.save(checkpoint, tmp / "model.pt")
-            shutil.copyfile(dict_txt, tmp / "dict.txt")
-            copy_tokenizer(hf_dir, copied_tokenizer, tmp)
-    result.copied_files = copied_tokenizer
+        training = fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}}, LED_CRITERION)
+        result.copied_files = _write_checkpoint(out_dir, overwrite, args, model, training, hf_dir,
+                                                {"dict.txt": dict_txt}, warnings)
     logger.info(f"imported the LED ({layout.encoder_layers} + {layout.decoder_layers} layers, one-sided windows "
                 f"{list(layout.windows)}, {layout.encoder_positions} encoder positions) to {out_abs}")
     return result
 
 
 def import_folder(hf_dir, out_dir, overwrite: bool = False, **options):
-    """``longformer-import-hf``: the folder's family (config.json's model_type) picks the import;
-    ``options`` (max_positions, attention_window, head_name) apply to the Longformer family only."""
+    """The folder's family (config.json's model_type) picks the import; ``options``
+    (max_positions, attention_window, head_name) apply to the Longformer family only."""
     if read_hf_config(hf_dir).get("model_type") == "led":
         given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value is not None]
         if given:

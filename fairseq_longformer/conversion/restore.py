@@ -1,9 +1,7 @@
-"""What a converted checkpoint needs so that ``fairseq-train --restore-file`` continues from it,
-shared by the RoBERTa converter and the Hugging Face importer: a fresh training state, the
-fairseq-train flags that build a model the checkpoint loads into (``ConvertedCheckpoint``), and
-the printed command."""
+"""What lets ``fairseq-train --restore-file`` continue from a converted checkpoint: a fresh
+training state, the train flags (``ConvertedCheckpoint``) and the printed command."""
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -28,16 +26,18 @@ def fresh_training_state(extra: Optional[Dict[str, object]] = None,
 
 @dataclass
 class ConvertedCheckpoint:
-    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training
-    command needs. model_dims: encoder_layers, encoder_embed_dim, encoder_ffn_embed_dim,
-    encoder_attention_heads."""
+    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training command needs.
+    model_dims: encoder_layers, encoder_embed_dim, encoder_ffn_embed_dim, encoder_attention_heads."""
 
     checkpoint: Path
     dictionary: Path
     arch: str
     attention_window: Tuple[int, ...]
-    max_positions: int
+    max_positions: int  # the encoder's
     model_dims: Dict[str, int]
+    source: Optional[Path] = None
+    copied_files: List[str] = field(default_factory=list)  # tokenizer files copied along
+    dropped_keys: List[str] = field(default_factory=list)  # classification-head keys left out
 
     def train_flags(self) -> List[str]:
         """fairseq-train flags that build a model this checkpoint loads into: architecture, task
@@ -56,7 +56,5 @@ class ConvertedCheckpoint:
 
 
 def continue_command(flags: Sequence[str]) -> str:
-    """The command line that continues training from a converted checkpoint. ``longformer-train``
-    passes the installed plugin as --user-dir, so it works from any folder (fairseq's
-    ``--user-dir fairseq_longformer`` is a path, right only in the repository root)."""
+    """The command line that continues training from a converted checkpoint."""
     return "longformer-train DATA " + " ".join(shlex.quote(str(f)) for f in flags)

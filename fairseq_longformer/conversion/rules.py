@@ -1,33 +1,16 @@
-"""The small rules every conversion shares, each written once: window sides, the exact-GELU
-check, the fairseq dictionary copy, position tiling and the shape checks.
-
-* Window. Our ``--attention-window`` w is ONE-sided (a token sees w tokens on each side);
-  Hugging Face's ``attention_window`` is TWO-sided (2w). Export writes 2w per layer; import
-  reads HF // 2. HF pads every input to a multiple of the LARGEST layer window and each layer
-  asserts the length divides by its own, so every window must divide the largest one (HF's
-  LED: "Sequence length should be multiple of 128. Given 192" for [128, 192]).
-* GELU. HF's "gelu" is the erf form, fairseq's "gelu" the same function; "gelu_accurate" (tanh)
-  is not, and no other activation is exportable.
-* Dictionary copy. An export writes the fairseq dictionary as ``fairseq_dict.txt`` so that the
-  import gives back the original symbols instead of placeholders.
-* Positions. fairseq's learned positions have ``padding_idx + 1`` reserved rows, then one row
-  per position; extending keeps the reserved rows and tiles the learned ones (the paper's copy
-  init) or redraws them (its ablation, Table 5).
-
-Shapes: P_s / P_t source / target positions, C width.
-"""
+"""The small rules every conversion shares. Our window w is ONE-sided, HF's TWO-sided (2w), and
+every window must divide the largest (HF pads to it); HF's "gelu" is the exact one; the dictionary
+copy (fairseq_dict.txt) brings the symbols back on import; position tables keep their
+``padding_idx + 1`` reserved rows and tile (paper) or redraw (Table 5) the learned ones."""
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 import torch
+from fairseq import utils
 from torch import Tensor
 
 DICT_COPY = "fairseq_dict.txt"  # the fairseq dictionary, written by export, read by import
 PLACEHOLDER = "hf:{}"  # dict.txt symbol for HF id k when no fairseq dictionary came along
-
-
-# ----------------------------------------------------------------------------------------------
-# window sides
 
 
 def window_problems(windows: Sequence[int], layer_label: str = "layer") -> List[str]:
@@ -59,23 +42,13 @@ def from_hf_windows(value, layers: int) -> Tuple[Optional[Tuple[int, ...]], Opti
     return tuple(v // 2 for v in values), None
 
 
-# ----------------------------------------------------------------------------------------------
-# activation
-
-
 def is_exact_gelu(fn) -> bool:
     """Whether a fairseq activation is the erf GELU that HF's "gelu" computes."""
-    from fairseq import utils
-
     return fn is utils.get_activation_fn("gelu") or fn is torch.nn.functional.gelu
 
 
 def function_name(fn) -> str:
     return getattr(fn, "__name__", repr(fn))
-
-
-# ----------------------------------------------------------------------------------------------
-# the dictionary copy
 
 
 def write_dictionary_copy(dictionary, path: Path) -> None:
@@ -90,17 +63,6 @@ def write_dictionary_copy(dictionary, path: Path) -> None:
             f.write(f"{symbol} {int(count)}\n")
 
 
-def write_placeholders(path: Path, first: int, end: int) -> None:
-    """dict.txt whose lines name HF ids ``first`` .. ``end - 1`` (fairseq id == HF id)."""
-    with open(path, "w", encoding="utf-8") as f:
-        for index in range(first, end):
-            f.write(f"{PLACEHOLDER.format(index)} 0\n")
-
-
-# ----------------------------------------------------------------------------------------------
-# positions
-
-
 def check_extendable(source_positions: int, target_positions: int) -> None:
     """Raise ValueError unless ``target_positions`` >= ``source_positions``: positions are only
     ever extended (a shorter table would drop positions the source model learned)."""
@@ -111,10 +73,8 @@ def check_extendable(source_positions: int, target_positions: int) -> None:
 
 def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1,
                      init: str = "copy", generator: torch.Generator = None) -> Tensor:
-    """(P_s + padding_idx + 1, C) -> (P_t + padding_idx + 1, C).
-
-    ``init="copy"`` tiles the learned rows; ``init="random"`` redraws every learned row from
-    N(0, 0.02), BERT's init (the reserved rows are kept)."""
+    """(P_s + padding_idx + 1, C) -> (P_t + padding_idx + 1, C): reserved rows kept, learned rows
+    tiled (``init="copy"``) or redrawn from N(0, 0.02) (``"random"``)."""
     reserved = padding_idx + 1
     source_positions = weight.shape[0] - reserved
     if source_positions <= 0:
@@ -131,10 +91,6 @@ def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1
     else:
         raise ValueError(f"position init must be 'copy' or 'random', got {init!r}")
     return torch.cat([weight[:reserved], new.to(weight.dtype)], dim=0)
-
-
-# ----------------------------------------------------------------------------------------------
-# shapes
 
 
 def shape_of(spec: Sequence[str], dims: Mapping[str, int]) -> Tuple[int, ...]:

@@ -1,15 +1,14 @@
-"""The tokenizer files ``longformer-export-hf`` writes: a transformers tokenizer that maps text to
-the ids the fairseq model saw (HF id == fairseq dictionary id), from the GPT-2 BPE files or the
-sentencepiece model the fairseq data was made with. See ``families.longformer`` for the dictionary
-convention.
-"""
+"""The tokenizer ``longformer-export-hf`` writes: HF id == fairseq id, from the GPT-2 BPE files or
+the sentencepiece model the data was made with, or a carried transformers tokenizer."""
 import json
 import logging
 import os
+import struct
 from dataclasses import dataclass
 from typing import Dict, Optional
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class TokenizerFiles:
@@ -40,10 +39,7 @@ class TokenizerFiles:
 
 
 def _special_tokens(dictionary) -> Dict[str, Optional[str]]:
-    """The tokenizer's special tokens by role. ``mask_token`` is None when the dictionary has no
-    <mask>: fairseq's masked_lm and denoising tasks append one, a translation task's dictionary (an
-    LED or BART fine-tuned on document -> summary pairs) has none, and a tokenizer that declared
-    one would give it an id past the model's embeddings."""
+    """The tokenizer's special tokens by role."""
     s = dictionary.symbols
     return {"bos_token": s[dictionary.bos()], "eos_token": s[dictionary.eos()], "unk_token": s[dictionary.unk()],
             "pad_token": s[dictionary.pad()], "cls_token": s[dictionary.bos()], "sep_token": s[dictionary.eos()],
@@ -57,15 +53,8 @@ def _present(specials: Dict[str, Optional[str]]) -> Dict[str, str]:
 
 
 def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_length: int):
-    """A transformers RobertaTokenizer whose vocabulary maps each GPT-2 BPE token straight to its
-    fairseq id (fairseq's dict.txt lists GPT-2 ids as decimal strings, re-indexed by frequency).
-
-    A BPE token whose GPT-2 id is not in the dictionary becomes <unk> in fairseq; a BPE vocabulary
-    cannot give two tokens one id, so such tokens and every merge that produces or uses them are
-    left out (with a warning): text containing them, or longer tokens built through them, is split
-    into other pieces instead. Dictionaries made from the BPE itself (the project's preprocessing
-    without --srcdict) or RoBERTa's dict.txt hold every GPT-2 token, and the ids are then exact.
-    """
+    """A transformers RobertaTokenizer whose vocabulary maps each GPT-2 BPE token straight to its fairseq id
+    (fairseq's dict.txt lists GPT-2 ids as decimal strings, re-indexed by frequency)."""
     from transformers import RobertaTokenizer
 
     with open(encoder_json, encoding="utf-8") as f:
@@ -101,7 +90,7 @@ def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_leng
 
 # sentencepiece's ModelProto, read with a minimal protobuf wire-format reader (the protobuf package
 # is not a dependency). Field numbers from sentencepiece_model.proto.
-_SP_NORMAL, _SP_UNKNOWN, _SP_CONTROL, _SP_USER_DEFINED, _SP_UNUSED, _SP_BYTE = 1, 2, 3, 4, 5, 6
+_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE = 1, 4, 6  # piece types
 
 
 def _proto_fields(buf: bytes):
@@ -134,10 +123,21 @@ def _proto_fields(buf: bytes):
         yield number, value
 
 
+def _utf8(value) -> str:
+    return bytes(value).decode("utf-8")
+
+
+# ModelProto's fields read: SentencePiece (1) piece, score, type; (message, field) -> (setting, decoder)
+_PIECE_FIELDS = {1: _utf8, 2: lambda v: struct.unpack("<f", v)[0], 3: int}
+_SETTINGS = {(2, 3): ("model_type", int), (2, 35): ("byte_fallback", bool),  # TrainerSpec
+             (2, 24): ("treat_whitespace_as_suffix", bool),
+             (3, 1): ("normalizer", _utf8), (3, 2): ("precompiled_charsmap", bytes),  # NormalizerSpec
+             (3, 3): ("add_dummy_prefix", bool), (3, 4): ("remove_extra_whitespaces", bool),
+             (3, 5): ("escape_whitespaces", bool)}
+
+
 def read_sentencepiece_model(path: str) -> Dict[str, object]:
     """pieces [(piece, score, type)], normalizer and trainer settings of a sentencepiece .model."""
-    import struct
-
     with open(path, "rb") as f:
         buf = f.read()
     spec = {"pieces": [], "model_type": 1, "byte_fallback": False, "treat_whitespace_as_suffix": False,
@@ -145,36 +145,15 @@ def read_sentencepiece_model(path: str) -> Dict[str, object]:
             "escape_whitespaces": True, "normalizer": ""}
     try:
         for number, value in _proto_fields(buf):
-            if number == 1:  # SentencePiece
-                piece, score, kind = "", 0.0, _SP_NORMAL
+            if number == 1:
+                piece = {1: "", 2: 0.0, 3: _SP_NORMAL}
+                piece.update({n: _PIECE_FIELDS[n](v) for n, v in _proto_fields(value) if n in _PIECE_FIELDS})
+                spec["pieces"].append((piece[1], piece[2], piece[3]))
+            elif number in (2, 3):
                 for n, v in _proto_fields(value):
-                    if n == 1:
-                        piece = bytes(v).decode("utf-8")
-                    elif n == 2:
-                        score = struct.unpack("<f", v)[0]
-                    elif n == 3:
-                        kind = v
-                spec["pieces"].append((piece, score, kind))
-            elif number == 2:  # TrainerSpec
-                for n, v in _proto_fields(value):
-                    if n == 3:
-                        spec["model_type"] = v
-                    elif n == 35:
-                        spec["byte_fallback"] = bool(v)
-                    elif n == 24:
-                        spec["treat_whitespace_as_suffix"] = bool(v)
-            elif number == 3:  # NormalizerSpec
-                for n, v in _proto_fields(value):
-                    if n == 1:
-                        spec["normalizer"] = bytes(v).decode("utf-8")
-                    elif n == 2:
-                        spec["precompiled_charsmap"] = bytes(v)
-                    elif n == 3:
-                        spec["add_dummy_prefix"] = bool(v)
-                    elif n == 4:
-                        spec["remove_extra_whitespaces"] = bool(v)
-                    elif n == 5:
-                        spec["escape_whitespaces"] = bool(v)
+                    if (number, n) in _SETTINGS:
+                        name, decode = _SETTINGS[number, n]
+                        spec[name] = decode(v)
     except (IndexError, UnicodeDecodeError, struct.error, ValueError) as error:
         raise ValueError(f"{path!r} is not a sentencepiece model: {error}") from error
     if not spec["pieces"]:
@@ -183,14 +162,8 @@ def read_sentencepiece_model(path: str) -> Dict[str, object]:
 
 
 def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
-    """A tokenizers-library Unigram tokenizer over the sentencepiece pieces, laid out in the
-    fairseq dictionary's order (vocabulary entry k = dictionary symbol k), so HF ids == fairseq ids.
-
-    Reproduces sentencepiece: the precompiled normalization (NFKC etc.), whitespace stripping and
-    collapsing, the "▁" dummy prefix, Viterbi over the pieces' scores, byte fallback. Dictionary
-    entries sentencepiece never produces (madeupword padding, byte pieces) get the lowest normal
-    score, which keeps sentencepiece's unknown-character penalty (min score - 10) unchanged.
-    """
+    """A tokenizers-library Unigram tokenizer over the sentencepiece pieces, laid out in the fairseq
+    dictionary's order (vocabulary entry k = dictionary symbol k), so HF ids == fairseq ids."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 

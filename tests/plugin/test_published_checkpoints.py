@@ -118,8 +118,8 @@ def test_a_payload_in_the_same_layout_is_refused(kjv_data_bin, tmp_path, capsys,
     code, err = run_cli(convert_roberta.main, ["--source", str(path.parent), "--output", str(tmp_path / "out")], capsys)
     assert code == 2 and "posix.system" in err and "\n" not in err.strip() and not (tmp_path / "out").exists()
     monkeypatch.setattr(sys, "argv", sys.argv[:])
-    with pytest.raises(UntrustedCheckpointError):
-        train.main(restore_argv(kjv_data_bin, "roberta_2019", path, tmp_path / "save"))
+    code, err = run_cli(train.main, restore_argv(kjv_data_bin, "roberta_2019", path, tmp_path / "save"), capsys)
+    assert code == 2 and "posix.system" in err and "--trust-checkpoint" in err and "\n" not in err.strip()
     assert not marker.exists() and not any((tmp_path / "save").glob("*.pt"))
 
 

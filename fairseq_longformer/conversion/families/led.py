@@ -1,29 +1,7 @@
-"""The LED family: fairseq's LED (``models/led.py``) <-> Hugging Face's
-``LEDForConditionalGeneration``. The declarative key map (its reverse derived), the config
-translation both ways (``LEDLayout``), the checks of what HF's LED cannot represent, and the
-tensors both ways. The generic export and import (``hf_export``, ``hf_import``) drive it.
-
-The conventions at this boundary:
-  * window: one-sided w per encoder layer <-> HF's two-sided ``attention_window`` (``rules``);
-  * positions: fairseq's learned tables have ``padding_idx + 1`` reserved rows before position 0;
-    HF's ``LEDLearnedPositionalEmbedding`` indexes from 0, so the export drops those rows
-    (``max_encoder_position_embeddings`` = the encoder's positions, 16,384 for the released LED)
-    and keeps them in ``fairseq_reserved_positions.safetensors``, so that fairseq -> HF ->
-    fairseq gives back every tensor bit for bit; a folder without that file (an LED trained in
-    HF) gets zero rows there (no position id reaches them);
-  * embeddings: fairseq BART shares one table between encoder, decoder and output projection; HF
-    keeps it as ``led.shared`` (tied to both ``embed_tokens`` and ``lm_head``), and adds a zero
-    ``final_logits_bias``;
-  * the decoder starts from ``</s>`` in fairseq (``prev_output_tokens``), so
-    ``decoder_start_token_id`` is the eos id;
-  * global attention: fairseq's LED makes the first source token global when no mask is given;
-    HF takes an explicit ``global_attention_mask`` (pass 1 on token 0 to match);
-  * padding: fairseq's positions skip padding (left or right), HF's count from 0 whatever the
-    padding, so the two agree on right-padded (or unpadded) input, which is HF's convention.
-
-Shapes: V vocabulary, C width, P_e / P_d encoder / decoder positions (without reserved rows);
-reserved rows (padding_idx + 1, C) per position table.
-"""
+"""The LED family: fairseq's LED <-> HF ``LEDForConditionalGeneration``: key map, config both ways
+(``LEDLayout``), checks, tensors both ways. fairseq's reserved position rows are dropped on export
+and kept in ``RESERVED_ROWS`` so fairseq -> HF -> fairseq is exact; HF's ``led.shared`` is fairseq's
+one shared embedding. Shapes: V vocabulary, C width, P_e / P_d encoder / decoder positions."""
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -70,10 +48,13 @@ HF_TIED = ("led.encoder.embed_tokens.weight", "led.decoder.embed_tokens.weight",
 HF_LOGITS_BIAS = "final_logits_bias"
 # fairseq's reserved rows of both position tables (fairseq keys, (padding_idx + 1, C) each)
 RESERVED_ROWS = "fairseq_reserved_positions.safetensors"
-# HF config entries the import reads; each is in every config.json transformers writes for an LED
-HF_LAYOUT_KEYS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim",
-                  "decoder_ffn_dim", "encoder_attention_heads", "decoder_attention_heads",
-                  "max_encoder_position_embeddings", "max_decoder_position_embeddings", "attention_window")
+# LEDLayout's sizes -> their HF config.json entries (each in every config transformers writes)
+HF_FIELDS = {"vocab": "vocab_size", "width": "d_model", "encoder_layers": "encoder_layers",
+             "decoder_layers": "decoder_layers", "encoder_ffn": "encoder_ffn_dim", "decoder_ffn": "decoder_ffn_dim",
+             "encoder_heads": "encoder_attention_heads", "decoder_heads": "decoder_attention_heads",
+             "encoder_positions": "max_encoder_position_embeddings",
+             "decoder_positions": "max_decoder_position_embeddings"}
+HF_LAYOUT_KEYS = (*HF_FIELDS.values(), "attention_window")  # what the import reads
 # config.json entry -> the HF tensor (any of the names, all one tied table) and dimension that hold
 # the same number: checked against the tensors before anything is sized by the config.
 HF_SIZES = {
@@ -126,12 +107,8 @@ class LEDLayout:
 
     def hf_config(self, dictionary) -> Dict[str, object]:
         return {
-            "architectures": [HF_ARCHITECTURE], "model_type": "led", "vocab_size": self.vocab,
-            "d_model": self.width, "encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers,
-            "encoder_ffn_dim": self.encoder_ffn, "decoder_ffn_dim": self.decoder_ffn,
-            "encoder_attention_heads": self.encoder_heads, "decoder_attention_heads": self.decoder_heads,
-            "max_encoder_position_embeddings": self.encoder_positions,
-            "max_decoder_position_embeddings": self.decoder_positions,
+            "architectures": [HF_ARCHITECTURE], "model_type": "led",
+            **{hf: getattr(self, name) for name, hf in HF_FIELDS.items()},
             "attention_window": to_hf_windows(self.windows),
             "activation_function": "gelu", "dropout": self.dropout, "attention_dropout": self.attention_dropout,
             "activation_dropout": self.activation_dropout,
@@ -170,13 +147,7 @@ class LEDLayout:
         if problems:
             raise ValueError(f"cannot import {where} as a fairseq LED, nothing was written: " + "; ".join(problems))
         return cls(
-            vocab=int(config["vocab_size"]), width=int(config["d_model"]), encoder_layers=layers,
-            decoder_layers=int(config["decoder_layers"]), encoder_ffn=int(config["encoder_ffn_dim"]),
-            decoder_ffn=int(config["decoder_ffn_dim"]), encoder_heads=int(config["encoder_attention_heads"]),
-            decoder_heads=int(config["decoder_attention_heads"]),
-            encoder_positions=int(config["max_encoder_position_embeddings"]),
-            decoder_positions=int(config["max_decoder_position_embeddings"]),
-            windows=windows, dropout=float(config.get("dropout", 0.1)),
+            **{name: int(config[hf]) for name, hf in HF_FIELDS.items()}, windows=windows, dropout=float(config.get("dropout", 0.1)),
             attention_dropout=float(config.get("attention_dropout", 0.0)),
             activation_dropout=float(config.get("activation_dropout", 0.0)), padding_idx=1,
         )
@@ -291,12 +262,10 @@ def reserved_rows(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str, Tens
     no place for (kept beside the export as ``RESERVED_ROWS``)."""
     return {fs: state[fs][:layout.padding_idx + 1].contiguous() for fs, _ in POSITIONS}
 
+
 def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
                         reserved: Optional[Dict[str, Tensor]] = None) -> Dict[str, Tensor]:
-    """HF LED tensors -> the fairseq LED state dict (every key of the built model but the
-    version buffers). ``reserved``: fairseq key -> the (padding_idx + 1, C) rows the export kept
-    (``RESERVED_ROWS``); None: zero rows. Raises ValueError naming missing, unknown or mistied
-    tensors."""
+    """HF LED tensors -> the fairseq LED state dict (every key of the built model but the version buffers)."""
     mapping = reverse_led_key_map(layout.encoder_layers, layout.decoder_layers)
     tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state]
     known = {*mapping, *tables, *(hf for _, hf in POSITIONS), HF_LOGITS_BIAS}

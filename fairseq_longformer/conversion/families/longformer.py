@@ -1,71 +1,24 @@
-"""The Longformer family: fairseq's Longformer encoder (``models/longformer.py``, with its masked-LM,
-classification and QA heads) <-> Hugging Face's ``LongformerForMaskedLM`` /
-``LongformerForSequenceClassification`` / ``LongformerForQuestionAnswering`` (and RoBERTa folders
-on import). This module holds the declarative key map, the config translation both ways and the
-tensors on export; the checks of a built model are ``longformer_checks``, the heads
-``longformer_heads``. The generic export and import (``hf_export``, ``hf_import``) drive it.
-
-Export (``longformer-export-hf``): a fairseq Longformer checkpoint -> a folder that
-``transformers.LongformerForMaskedLM.from_pretrained`` / ``AutoModelForMaskedLM`` load offline:
-``config.json``, ``model.safetensors``, ``fairseq_dict.txt`` (the fairseq dictionary, kept for the
-way back) and, when a tokenizer is given, tokenizer files ``AutoTokenizer`` loads, mapping text to
-the ids the fairseq model saw.
-
-Import (``longformer-import-hf``): a Hugging Face Longformer or RoBERTa folder -> ``model.pt`` (with
-the ``cfg`` fairseq's ``checkpoint_utils`` and ``fairseq-train --restore-file`` read) + ``dict.txt``.
-
-What is decided at this boundary, once:
-
-* Window: one-sided w per layer <-> HF's two-sided ``attention_window`` (the rule: ``rules``).
-* What HF cannot represent stops the export before anything is written, with the setting and the
-  reason: dilation > 1 (also per head), causal attention, a window of 0, pre-layer-norm layers,
-  scaled embeddings, sinusoidal positions, activations other than exact GELU, layer norms with
-  different epsilons.
-* ``token_type_embeddings``: HF adds row 0 of a (type_vocab_size, C) table to every token; fairseq's
-  RoBERTa has no such table. Export writes ONE row of zeros (type_vocab_size 1), which adds exactly
-  nothing. Import folds row 0 into every row of the position table (same sum, every token has
-  exactly one position) and drops rows 1.. with a warning (fairseq has no segment ids).
-* LM head: fairseq ties ``encoder.lm_head.weight`` to the token embeddings (unless
-  ``--untie-weights-roberta``); HF ties ``lm_head.decoder.weight`` to ``word_embeddings`` when
-  ``tie_word_embeddings`` is true. Tied: the decoder weight is not written (HF re-ties it);
-  untied: it is written and ``tie_word_embeddings`` is false. ``lm_head.decoder.bias`` is HF's alias
-  of ``lm_head.bias`` and is written too.
-* Task heads. An HF model carries one head, unnamed; a fairseq model may hold several, by name, in
-  ``model.classification_heads`` (RoBERTa's, task ``longformer_classification``) and
-  ``model.span_heads`` (task ``longformer_qa``). A head export writes the body and that one head
-  (``classifier.dense/out_proj``, or ``qa_outputs``) and no LM head (a fine-tuned model's LM head
-  is whatever pretraining left). Which head, and its labels: ``longformer_heads``.
-* Dictionary. fairseq's Dictionary is <s>=0, <pad>=1, </s>=2, <unk>=3, then dict.txt's symbols,
-  then <mask>, appended by the masked-LM task. HF ids are used as they are: import writes a
-  dict.txt whose line k is the placeholder symbol ``hf:{k + 4}`` (a label only: fairseq's binaries
-  hold ids, and ``hf:`` cannot be mistaken for the GPT-2 ids in RoBERTa's dict.txt), so fairseq
-  id == HF id for every token, and the task's <mask> lands on HF's last id (checked against the
-  tokenizer when the folder has one). A folder ``hf_export`` wrote carries the dictionary copy
-  (``rules``); import uses it instead, so the way back restores the original symbols.
-
-The key map is one declarative table (``MODULE_TABLE``, ``{}`` = layer index, ``{base}`` = HF's
-base-model prefix); the reverse map is derived from it, and key sets and shapes are asserted both
-ways against shapes derived from the config.
-
-Shapes: V vocabulary (dictionary incl. <mask>), C hidden size, F feed-forward size,
-P position rows (= positions + padding_idx + 1, e.g. 4098 for 4,096 tokens), L a head's outputs
-(classes; 2 for QA's start and end).
-"""
+"""The Longformer family: fairseq's Longformer (masked-LM, classification, QA heads) <-> HF
+``LongformerFor*`` (and RoBERTa-family folders on import): key map, config, tensors both ways.
+HF's token_type row 0 is folded into the positions on import (a zero row on export); tied, the HF
+decoder weight is not written. Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from ..rules import check_shapes, from_hf_windows, shape_of, to_hf_windows
+from ...models.global_projections import add_missing_global_projections
+from ...tasks.longformer_mlm import batch_pad_multiple
+from ..rules import check_shapes, extend_positions, from_hf_windows, shape_of, to_hf_windows
+from .longformer_heads import HEAD_MODULES, HEAD_TASKS, HeadRef, head_config
 
-# ----------------------------------------------------------------------------------------------
-# The key map: one row per module. Columns: fairseq module, HF module, weight shape, bias shape
-# (None: no bias), when the row applies ("all"; "global": HF Longformer only, RoBERTa has no
-# global projections; "lm": the masked-LM head, exported only by a masked-LM export).
-# Dims: V vocab, C hidden, F ffn, P position rows.
+logger = logging.getLogger(__name__)
 
+# The key map, one row per module: fairseq module, HF module, weight shape, bias shape (None: no
+# bias), when it applies ("all"; "global": HF Longformer only; "lm": the masked-LM head).
 FS_ENCODER = "encoder.sentence_encoder."
 FS_LAYER = FS_ENCODER + "layers.{}."
 HF_LAYER = "{base}.encoder.layer.{}."
@@ -103,20 +56,7 @@ HF_IGNORED_BUFFERS = ("{base}.embeddings.position_ids", "{base}.embeddings.token
 FAIRSEQ_TIED_HEAD = "encoder.lm_head.weight"
 FAIRSEQ_TOKENS = FS_ENCODER + "embed_tokens.weight"
 FAIRSEQ_POSITIONS = FS_ENCODER + "embed_positions.weight"
-
-
-class HeadRef(NamedTuple):
-    """One task head of a fairseq model: kind "classification" (``model.classification_heads``) or
-    "span" (``model.span_heads``), and its name there."""
-
-    kind: str
-    name: str
-
-
-# The task heads: fairseq ModuleDict per kind, and one row per module as in MODULE_TABLE (kind,
-# fairseq module with the head's {name}, HF module, weight shape, bias shape). HF's classifier
-# is RoBERTa's (dense C -> C, tanh, out_proj C -> L, on <s>); qa_outputs is fairseq's span head.
-HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}
+# The task heads, as MODULE_TABLE: kind, fairseq module ({name}: the head's), HF module, shapes.
 HEAD_TABLE: Tuple[Tuple[str, str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
     ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
     ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
@@ -148,6 +88,8 @@ def source_family(config: Mapping) -> Optional[str]:
                                              and any(a in ROBERTA_SHAPED for a in architectures)):
         return "roberta"
     return None
+
+
 FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
 WEIGHTS_NAME = "model.safetensors"
 
@@ -183,9 +125,6 @@ def key_map(num_layers: int, base: str = "longformer", global_projections: bool 
     forward = {fs: (hf, shape) for fs, hf, shape in rows}
     assert len(forward) == len(rows) and len({hf for hf, _ in forward.values()}) == len(rows), \
         "the key table maps two tensors to one name"
-    per_layer = sum((2 if b is not None else 1) for fs, _, _, b, w in MODULE_TABLE
-                    if "{}" in fs and (w != "global" or global_projections))
-    assert sum(1 for k in forward if ".layers." in k) == per_layer * num_layers
     return forward
 
 
@@ -236,8 +175,6 @@ class ExportLayout:
 def hf_config_dict(layout: ExportLayout, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
     """The LongformerConfig fields export writes, each from the built model or its dictionary (a
     classification head's labels: ``labels``, the task's label dictionary after its specials)."""
-    from .longformer_heads import head_config
-
     return {
         "architectures": [HF_ARCHITECTURES[layout.head and layout.head.kind]],
         "vocab_size": layout.vocab,  # rows of embed_tokens == len(dictionary) incl. <mask>
@@ -300,11 +237,6 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tens
     global projections copied from Q, K, V when the source has none (``copy_global``: a RoBERTa;
     the paper's init), the LM head re-tied; what the map does not fill (version counters, a head
     model's LM head) is the builder's."""
-    import logging
-
-    from ...models.global_projections import add_missing_global_projections
-    from ..rules import extend_positions
-
     new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
     positions = new[FAIRSEQ_POSITIONS]
     token_types = state[token_type_key].to(torch.float32)
@@ -313,7 +245,7 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tens
                         "no segment ids (row 0, the one every token gets by default, is kept)")
     if bool(token_types[0].ne(0).any()):
         positions = positions + token_types[0]
-        logging.getLogger(__name__).info("token_type_embeddings row 0 is not zero: folded into the positions")
+        logger.info("token_type_embeddings row 0 is not zero: folded into the positions")
     new[FAIRSEQ_POSITIONS] = extend_positions(positions, max_positions, padding_idx=1, init="copy")
     if copy_global:
         add_missing_global_projections(new)
@@ -341,9 +273,8 @@ HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
 
 
 def config_problems(config: Mapping, model_type: str) -> List[str]:
-    """What in a HF config.json fairseq's Longformer cannot take, one line each: the settings
-    first (no size is read), then, once ``sized`` (the sizes checked against the tensors), the
-    rules that involve sizes."""
+    """What in a HF config.json fairseq's Longformer cannot take, one line each: the settings first (no size
+    is read), then, once ``sized`` (the sizes checked against the tensors), the rules that involve sizes."""
     problems: List[str] = []
 
     def want(name, ok, why):
@@ -387,9 +318,6 @@ def fairseq_args(data: Path, layers, hidden, ffn, heads, windows, max_positions,
                   untied, head: Optional[HeadRef] = None):
     """fairseq's parsed training args for the Longformer these sizes describe (its head's task)."""
     from fairseq import options
-
-    from ...tasks.longformer_mlm import batch_pad_multiple
-    from .longformer_heads import HEAD_TASKS
 
     if head is None:
         task = ["--task", "longformer_mlm", "--criterion", "longformer_mlm", "--tokens-per-sample", str(max_positions)]

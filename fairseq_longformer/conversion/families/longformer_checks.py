@@ -1,19 +1,18 @@
-"""The checks of the Longformer family's export: every setting of a built fairseq Longformer that
-Hugging Face's Longformer classes cannot represent is named (flag and reason) before anything is
-written, and what the HF config needs is read from the model itself (``ExportLayout``)."""
+"""The Longformer export's checks: every setting HF's classes cannot represent is named (flag and
+reason) before anything is written; the HF config's numbers are read from the model
+(``ExportLayout``)."""
 from typing import List, Optional
 
 import torch
 
 from ..rules import function_name, is_exact_gelu, window_problems
-from .longformer import FAIRSEQ_LAYERNORM_EPS, HF_ARCHITECTURES, ExportLayout, HeadRef
-from .longformer_heads import head_outputs, head_problems, head_warnings, model_heads
+from .longformer import FAIRSEQ_LAYERNORM_EPS, HF_ARCHITECTURES, ExportLayout
+from .longformer_heads import HeadRef, head_outputs, head_problems, head_warnings, model_heads
 
 
 def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLayout:
-    """Read the exportable layout of a built fairseq Longformer with ``head`` (None: its LM head);
-    raise ValueError naming every setting the HF class cannot represent (and why), before anything
-    is written."""
+    """Read the exportable layout of a built fairseq Longformer with ``head`` (None: its LM head); raise
+    ValueError naming every setting the HF class cannot represent (and why), before anything is written."""
     from fairseq.modules import LearnedPositionalEmbedding
 
     from ...models.longformer import LongformerModel

@@ -1,38 +1,27 @@
-"""The task head of a fine-tuned model at the Hugging Face boundary: which head an export carries,
-what HF's class for it computes, its labels, and the fairseq task that trains it.
-
-A fine-tuned fairseq Longformer holds its heads by name: RoBERTa's classification heads in
-``model.classification_heads`` (task ``longformer_classification``: dropout, dense, tanh, dropout,
-out_proj on the ``<s>`` features) and span heads in ``model.span_heads`` (task ``longformer_qa``:
-one Linear C -> 2, start and end logits per token). An HF model carries one unnamed head:
-``LongformerForSequenceClassification`` (``classifier``, the same computation) or
-``LongformerForQuestionAnswering`` (``qa_outputs``). Export takes the only head, or the one named
-(``--head-name``); a model without heads is a masked LM. The key rows: ``longformer.HEAD_TABLE``.
-
-Heads without a transformers class: a HotpotQA head (task ``longformer_hotpotqa``: span, question
-type and supporting-fact logits in one module) and WikiHop's candidate scorer
-(``LongformerForMultipleChoice`` reads one sequence per candidate, not one logit per ``[ent]``)
-live in ``model.span_heads`` too; an export that would carry one is refused
-(``refuse_heads_without_hf_class``) naming the way to export the encoder instead:
-``--encoder-only``, the body and LM head as ``LongformerForMaskedLM``.
-
-Labels: the classification task reads ``label/dict.txt`` as a fairseq ``Dictionary`` and gives
-the label at index ``nspecial + k`` the class k; ``id2label`` therefore lists the dictionary's
-symbols after its specials, in the dictionary's order.
-"""
+"""The task head of a fine-tuned Longformer at the HF boundary: which head an export carries, the
+HF class computing it, its labels (label/dict.txt after the specials) and the fairseq task
+training it. Heads no transformers class computes (HotpotQA, WikiHop, coref) are refused."""
 from dataclasses import dataclass, fields
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from .longformer import HEAD_MODULES, HeadRef
+
+class HeadRef(NamedTuple):
+    """One task head: kind "classification" or "span", and its name in the model."""
+
+    kind: str
+    name: str
+
+
+HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}  # kind -> ModuleDict
 
 
 @dataclass(frozen=True)
 class HeadTask:
     """The fairseq task that trains a head kind: its name, the config field naming its head, and
-    where its ``setup_task`` reads the dictionaries (relative to ``--data``; tasks/longformer_*.py)."""
+    the dictionaries its ``setup_task`` reads (relative to ``--data``)."""
 
     task: str
     name_field: str
@@ -66,40 +55,29 @@ def dictionary_files(task_name: Optional[str]):
     return MLM_TOKEN_DICT, None
 
 
-# ----------------------------------------------------------------------------------------------
-# which head
-
-
 def model_heads(model) -> List[HeadRef]:
     return [HeadRef(kind, name) for kind, attr in HEAD_MODULES.items() for name in getattr(model, attr, {})]
 
 
 def checkpoint_heads(model_state: Mapping[str, Tensor]) -> List[HeadRef]:
     """The heads a checkpoint's state dict holds, in its order."""
-    found: Dict[HeadRef, None] = {}
-    for key in model_state:
-        for kind, attr in HEAD_MODULES.items():
-            if key.startswith(attr + "."):
-                found[HeadRef(kind, key.split(".")[1])] = None
-    return list(found)
-
-
-def _listing(heads: Sequence[HeadRef]) -> str:
-    return ", ".join(f"{h.name!r} ({h.kind})" for h in heads) or "none"
+    return list(dict.fromkeys(HeadRef(kind, key.split(".")[1]) for key in model_state
+                              for kind, attr in HEAD_MODULES.items() if key.startswith(attr + ".")))
 
 
 def choose_head(heads: Sequence[HeadRef], name: Optional[str], where: str) -> Optional[HeadRef]:
     """The head to export: the one named, else the only one; None (a masked LM) when there is none
     and none is named. ValueError naming the heads when that is ambiguous or the name is absent."""
+    listing = ", ".join(f"{h.name!r} ({h.kind})" for h in heads) or "none"
     if name is None:
         if len(heads) > 1:
-            raise ValueError(f"{where} has {len(heads)} heads ({_listing(heads)}) and a Hugging Face model carries "
+            raise ValueError(f"{where} has {len(heads)} heads ({listing}) and a Hugging Face model carries "
                              "one: choose it with --head-name NAME")
         return heads[0] if heads else None
     named = [h for h in heads if h.name == name]
     if len(named) != 1:
         raise ValueError(f"--head-name {name!r}: {where} has {'several heads' if named else 'no head'} of that "
-                         f"name; its heads: {_listing(heads)}")
+                         f"name; its heads: {listing}")
     return named[0]
 
 
@@ -117,7 +95,7 @@ NO_HF_CLASS = {
 
 def refuse_heads_without_hf_class(head: Optional[HeadRef], tensor_names) -> None:
     """ValueError (one line) when ``head``, holding ``tensor_names``, is a head no transformers
-    class computes; it names the head and the encoder-only export."""
+    class computes; it names the encoder-only export."""
     if head is None or head.kind != "span":
         return
     for name, what in NO_HF_CLASS.items():
@@ -140,17 +118,16 @@ def register_head(model, head: HeadRef, outputs: int, inner_dim: Optional[int] =
 
 
 def checkpoint_head_tensors(model_state: Mapping[str, Tensor], head: HeadRef) -> Dict[str, Tensor]:
-    """The head's tensors in a checkpoint's state dict, keyed by name inside the head. Take them
-    before fairseq's loader runs: its upgrade deletes, in place, heads its task did not register."""
+    """The head's tensors, keyed by name inside the head. Taken before fairseq's loader runs: its
+    upgrade deletes, in place, heads its task did not register."""
     prefix = f"{HEAD_MODULES[head.kind]}.{head.name}."
     return {key[len(prefix):]: value for key, value in model_state.items() if key.startswith(prefix)}
 
 
 def keep_only_head(model, head: Optional[HeadRef], tensors: Mapping[str, Tensor]) -> None:
-    """Leave ``model`` with exactly ``head`` (or no head), holding the checkpoint's ``tensors``.
-    fairseq's loader keeps only the head the checkpoint's task registers, and silently gives it fresh
-    weights when the checkpoint's head is of another size (a wrong label dictionary): an export
-    must carry the trained weights or nothing."""
+    """Leave ``model`` with exactly ``head`` (or none), holding the checkpoint's ``tensors``: fairseq's
+    loader silently gives a head of another size (a wrong label dictionary) fresh weights, and an
+    export must carry the trained weights or nothing."""
     for attr in HEAD_MODULES.values():
         getattr(model, attr, nn.ModuleDict()).clear()
     if head is None:
@@ -160,10 +137,6 @@ def keep_only_head(model, head: Optional[HeadRef], tensors: Mapping[str, Tensor]
     else:
         register_head(model, head, 2)
     head_module(model, head).load_state_dict(dict(tensors), strict=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# what HF computes
 
 
 def head_outputs(model, head: HeadRef) -> int:
@@ -199,9 +172,9 @@ def head_warnings(model, head: HeadRef, dropout: float) -> List[str]:
 
 
 def head_config(head: Optional[HeadRef], outputs: int, labels: Optional[Sequence[str]] = None) -> Dict[str, object]:
-    """The LongformerConfig fields of a head export: num_labels (2 for QA: start and end) and, for
-    classification, id2label/label2id in class order (HF's LABEL_k when no label dictionary came
-    along) and fairseq's single-label cross-entropy as the problem type."""
+    """The LongformerConfig fields of a head export: num_labels (2 for QA) or, for classification,
+    id2label/label2id in class order (HF's LABEL_k without a label dictionary) and fairseq's
+    single-label cross-entropy as the problem type."""
     if head is None:
         return {}
     if head.kind == "span":
@@ -215,8 +188,8 @@ def head_config(head: Optional[HeadRef], outputs: int, labels: Optional[Sequence
 
 
 def task_labels(task, head: Optional[HeadRef]) -> Optional[List[str]]:
-    """The class names of ``head`` from the checkpoint's task: the label dictionary's symbols after
-    the specials, when ``head`` is that task's own classification head; else None."""
+    """The class names of ``head`` when it is the checkpoint task's own classification head (the
+    label dictionary's symbols after the specials); else None."""
     if head is None or head.kind != "classification" or not hasattr(task, "label_dictionary"):
         return None
     if getattr(task.cfg, HEAD_TASKS["classification"].name_field, None) != head.name:

@@ -520,3 +520,19 @@ def test_command_lines_on_a_fairseq_train_checkpoint(kjv_data_bin, tmp_path):
     assert export_cli.main([str(tmp_path / "dilated.pt"), str(tmp_path / "refused"), "--dict",
                             str(kjv_data_bin / "dict.txt")]) == 2
     assert not (tmp_path / "refused").exists()
+
+
+def test_export_reads_the_checkpoint_once(tmp_path, monkeypatch):
+    """longformer-export-hf reads (and CRC-checks) its checkpoint once: the family is told from the
+    state it then builds the model from, not from a read of its own."""
+    from fairseq_longformer.runtime import checkpoints
+    from fairseq_longformer.conversion.hf_export import export_checkpoint
+
+    d = word_dictionary()
+    export_model(build_model(d), d, tmp_path / "hf")
+    import_hf(tmp_path / "hf", tmp_path / "fs")
+    reads, check_intact = [], checkpoints.check_intact
+    monkeypatch.setattr(checkpoints, "check_intact", lambda source: (reads.append(str(source)), check_intact(source))[1])
+    export_checkpoint(tmp_path / "fs", tmp_path / "again")
+    assert reads == [str(tmp_path / "fs" / "model.pt")]
+    assert (tmp_path / "again" / "model.safetensors").is_file()
