@@ -15,8 +15,10 @@ import os
 import re
 import shlex
 import subprocess
+import sys
+import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 # The experiments run from a checkout (editable install): they read the bundled corpus and start
 # the shell launchers of recipes/, which no installed copy of the package carries.
@@ -259,6 +261,18 @@ def summarize_rows(results: Dict[str, Dict[str, dict]]) -> Dict[str, dict]:
                   **summarize([r["accuracy"] for r in by_seed.values()]),
                   "seconds": round(sum(r["seconds"] for r in by_seed.values()), 1)}
             for row, by_seed in results.items()}
+
+
+def needle_ablation_main(argv, parse_args, build, train, label_width: int, too_long: str,
+                         report: Callable[..., int]) -> int:
+    """The main of a needle ablation: its flags (``argv``; None: the command line's) parsed by
+    ``parse_args``, the rows built and trained (``build_and_train_rows``) and summarized
+    (``summarize_rows``), then ``report(a, argv, longest_tokens, table, seconds)``: its exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    a = parse_args(argv)
+    started = time.time()
+    longest, results = build_and_train_rows(a, build, train, label_width, too_long)
+    return report(a, argv, longest, summarize_rows(results), round(time.time() - started))
 
 
 def settings(a) -> dict:

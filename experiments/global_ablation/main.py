@@ -11,9 +11,9 @@ from pathlib import Path
 from longformer_common.results import stamped, write_page
 import longformer_experiments.global_ablation as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
-from longformer_experiments.runner import (REPO, add_needle_ablation_arguments, beats_every_seed, build_and_train_rows,
+from longformer_experiments.runner import (REPO, add_needle_ablation_arguments, beats_every_seed, needle_ablation_main,
                                            check_needle_ablation_arguments, last_valid, markdown_table,
-                                           regenerate_note, run, settings, summarize_rows)
+                                           regenerate_note, run, settings)
 
 
 MODULE = "longformer_experiments.global_ablation"
@@ -127,17 +127,12 @@ def parse_args(argv=None):
     return a
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    a = parse_args(argv)
-    started = time.time()
-    longest, results = build_and_train_rows(a, build, train, 22, "the long models must see every document whole: "
-                                            "lower --doc-words or raise --long")
-    table = summarize_rows(results)
+def report(a, argv, longest: int, table: dict, total: int) -> int:
+    """Print and write the table (``runner.needle_ablation_main``); 1 when "no global" is not the
+    clearly worst row."""
     verdict = no_global_clearly_worst(table)
     chance = 100.0 / len(NAMES)
     text = markdown(table, a, chance, verdict)
-    total = round(time.time() - started)
     text += f"total {total} s\n\n{regenerate_note(MODULE, argv)}\n"
     print(text, end="")
     write_page("ablation", stamped({
@@ -148,4 +143,9 @@ def main(argv=None) -> int:
         print("FAILED: \"no global\" is not below every other row on every seed", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv=None) -> int:
+    return needle_ablation_main(argv, parse_args, build, train, 22, "the long models must see every document "
+                                "whole: lower --doc-words or raise --long", report)
 
