@@ -1,5 +1,4 @@
 """The global-attention ablation's runs, table and check; see the package's docstring."""
-import argparse
 import json
 import os
 import random
@@ -11,7 +10,7 @@ from pathlib import Path
 from longformer_common.results import stamped, write_page
 import longformer_experiments.global_ablation as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
-from longformer_experiments.runner import (REPO, add_needle_ablation_arguments, beats_every_seed, needle_ablation_main,
+from longformer_experiments.runner import (REPO, needle_ablation_parser, beats_every_seed, needle_ablation_main,
                                            check_needle_ablation_arguments, last_valid, markdown_table,
                                            regenerate_note, run, settings)
 
@@ -116,11 +115,8 @@ def markdown(table: dict, a, chance: float, verdict: bool) -> str:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_needle_ablation_arguments(p, ROWS, out=REPO / "work" / "global_ablation", updates=200, dim=128, window=32,
-                                  long=1024, doc_words=300, needles=3, train_examples=3200, valid_examples=400,
-                                  vocab=2000)
+    p = needle_ablation_parser(package, ROWS, updates=200, dim=128, window=32, long=1024, doc_words=300, needles=3,
+                               train_examples=3200, valid_examples=400, vocab=2000)
     p.add_argument("--short", type=int, default=256, help="tokens of the RoBERTa-length input (full attention)")
     a = p.parse_args(argv)
     check_needle_ablation_arguments(p, a, ROWS, receptive_field(a.layers, a.window), "the receptive field of <s>")

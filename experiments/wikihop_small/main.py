@@ -1,5 +1,4 @@
 """The WikiHop-style ablation's data, runs and table; see the package's docstring."""
-import argparse
 import json
 import random
 import subprocess
@@ -10,7 +9,7 @@ from pathlib import Path
 from longformer_common.results import stamped, write_page
 import longformer_experiments.wikihop_small as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
-from longformer_experiments.runner import (PLUGIN, REPO, add_needle_ablation_arguments, beats_every_seed,
+from longformer_experiments.runner import (PLUGIN, REPO, needle_ablation_parser, beats_every_seed,
                                            needle_ablation_main, check_needle_ablation_arguments, last_valid,
                                            markdown_table, regenerate_note, run, settings)
 
@@ -129,11 +128,8 @@ def verdict(table: dict) -> str:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_needle_ablation_arguments(p, ROWS, out=REPO / "work" / "wikihop_small", updates=400, dim=64, window=16,
-                                  long=512, doc_words=120, needles=2, train_examples=1600, valid_examples=200,
-                                  vocab=1000)
+    p = needle_ablation_parser(package, ROWS, updates=400, dim=64, window=16, long=512, doc_words=120, needles=2,
+                               train_examples=1600, valid_examples=200, vocab=1000)
     p.add_argument("--candidates", type=int, default=4, help=f"candidates per question (2..{len(NAMES)})")
     p.add_argument("--shuffle", action="store_true", help="candidates in a random order (default: NAMES' order)")
     p.add_argument("--write-docs", action="store_true", help="also write docs/results/wikihop_small.md")

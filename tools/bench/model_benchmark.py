@@ -30,7 +30,9 @@ class ModelBenchmark:
     bad combination; impls: (model, baseline); cases(args, length, memory_limit_mb): one case per
     model; check(args, cases_at, say): the report's sections recording the correctness check, or a
     Disagreement; ratio_rows, format_rows, page: the report's rows, table and results page;
-    prepare(): imports needed before anything runs, an ImportError saying how to install them."""
+    prepare(): imports needed before anything runs, an ImportError saying how to install them;
+    run_side_by_side: ``workers.run_side_by_side``, or the command's own name for it (a test may
+    replace it there)."""
     prog: str
     build_parser: Callable[[], argparse.ArgumentParser]
     check_args: Callable[[argparse.ArgumentParser, argparse.Namespace], None]
@@ -41,6 +43,7 @@ class ModelBenchmark:
     format_rows: Callable[[List[dict]], str]
     page: Callable[[dict, str, str], str]
     prepare: Optional[Callable[[], None]] = None
+    run_side_by_side: Callable[..., list] = workers.run_side_by_side
 
     def parse_args(self, argv=None) -> argparse.Namespace:
         """The flags of ``argv``; a bad one stops with the parser's one-line error (exit status 2)."""
@@ -49,10 +52,9 @@ class ModelBenchmark:
         self.check_args(parser, args)
         return args
 
-    def main(self, argv=None, run_side_by_side=workers.run_side_by_side) -> int:
+    def main(self, argv=None) -> int:
         """Run the benchmark with the flags of ``argv``: 0, 1 when the models disagree (nothing timed or
-        written), 2 when it refuses to start. ``run_side_by_side``: the command's own name for it (a
-        test may replace it there)."""
+        written), 2 when it refuses to start."""
         from tqdm import tqdm
 
         args = self.parse_args(argv)
@@ -81,8 +83,8 @@ class ModelBenchmark:
                 return 1
             for length in sorted(args.lengths):
                 progress.set_postfix_str(f"N={length}: peak memory, then {args.repeats} calls of each side by side")
-                for result in run_side_by_side(self.cases(args, length, limit_mb), quiet_below=args.quiet_below,
-                                               quiet_wait=args.quiet_wait):
+                for result in self.run_side_by_side(self.cases(args, length, limit_mb), quiet_below=args.quiet_below,
+                                                    quiet_wait=args.quiet_wait):
                     if result.status != "ok":
                         progress.write(f"{result.case.impl} N={length}: {result.status} {result.note}")
                     results.append(result)
