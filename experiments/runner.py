@@ -9,14 +9,17 @@ a plain fact about the seeds that were run: every seed lies within mean ± sprea
 seeds, at exactly its ends). It also matches what the verdicts ask: whether every seed of one
 row beats every seed of another (``beats_every_seed``), i.e. whether the rows' ranges are apart.
 """
+import argparse
 import json
 import math
 import os
 import re
 import shlex
 import subprocess
+import sys
+import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 # The experiments run from a checkout (editable install): they read the bundled corpus and start
 # the shell launchers of recipes/, which no installed copy of the package carries.
@@ -179,11 +182,15 @@ def regenerate_note(module: str, argv: Sequence[str]) -> str:
 # ---- the needle ablations (global attention, WikiHop in small): one command shape
 
 
-def add_needle_ablation_arguments(p, rows, *, out: Path, updates: int, dim: int, window: int, long: int,
-                                  doc_words: int, needles: int, train_examples: int, valid_examples: int,
-                                  vocab: int) -> None:
-    """The flags every needle ablation shares (rows x seeds of a small model trained from scratch on
-    KJV documents with needle sentences), with the defaults of the one calling."""
+def needle_ablation_parser(package, rows, *, updates: int, dim: int, window: int, long: int, doc_words: int,
+                           needles: int, train_examples: int, valid_examples: int,
+                           vocab: int) -> argparse.ArgumentParser:
+    """The parser of ``python -m <package>`` (described by its docstring), with the flags every
+    needle ablation shares (rows x seeds of a small model trained from scratch on KJV documents with
+    needle sentences) at the calling one's defaults; --out defaults to work/<package's last name>."""
+    p = argparse.ArgumentParser(prog=f"python -m {package.__name__}", description=package.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    out = REPO / "work" / package.__name__.rsplit(".", 1)[-1]
     p.add_argument("--out", type=Path, default=out)
     p.add_argument("--kjv", type=Path, default=KJV)
     p.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
@@ -204,6 +211,7 @@ def add_needle_ablation_arguments(p, rows, *, out: Path, updates: int, dim: int,
     p.add_argument("--valid-examples", type=int, default=valid_examples)
     p.add_argument("--vocab", type=int, default=vocab, help="sentencepiece pieces")
     p.add_argument("--seed", type=int, default=1, help="seed of the data (split and examples)")
+    return p
 
 
 def check_needle_ablation_arguments(p, a, rows, receptive_field: int, reach: str) -> None:
@@ -259,6 +267,18 @@ def summarize_rows(results: Dict[str, Dict[str, dict]]) -> Dict[str, dict]:
                   **summarize([r["accuracy"] for r in by_seed.values()]),
                   "seconds": round(sum(r["seconds"] for r in by_seed.values()), 1)}
             for row, by_seed in results.items()}
+
+
+def needle_ablation_main(argv, parse_args, build, train, label_width: int, too_long: str,
+                         report: Callable[..., int]) -> int:
+    """The main of a needle ablation: its flags (``argv``; None: the command line's) parsed by
+    ``parse_args``, the rows built and trained (``build_and_train_rows``) and summarized
+    (``summarize_rows``), then ``report(a, argv, longest_tokens, table, seconds)``: its exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    a = parse_args(argv)
+    started = time.time()
+    longest, results = build_and_train_rows(a, build, train, label_width, too_long)
+    return report(a, argv, longest, summarize_rows(results), round(time.time() - started))
 
 
 def settings(a) -> dict:

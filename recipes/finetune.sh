@@ -37,6 +37,7 @@
 #   SEED=1 LOG_INTERVAL=20    DRY_RUN=0 (1: print the command)
 # Extra arguments are appended to fairseq-train's (the last one given wins).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/project_python.sh"  # REPO, PATH and PYTHON
 
 TASK="${1:?usage: recipes/finetune.sh classification|qa|hotpotqa|wikihop|coref [fairseq-train flags]}"
 shift
@@ -49,8 +50,6 @@ case "$TASK" in
     TASK_ARGS=(--segment-length "${SEGMENT_LENGTH:-0}" --head-lr-multiplier "${HEAD_LR_MULTIPLIER:-10}") ;;
   *) echo "recipes/finetune.sh: task must be classification, qa, hotpotqa, wikihop or coref, got '$TASK'" >&2; exit 2 ;;
 esac
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$REPO/recipes/project_python.sh"
 DATA="${DATA:?set DATA to a folder written by longformer-prepare-task}"
 RESTORE="${RESTORE:-}"
 SAVE_DIR="${SAVE_DIR:-checkpoints/finetune_$TASK}"

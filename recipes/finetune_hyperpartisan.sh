@@ -14,8 +14,6 @@
 # small set; run with SEED=1..5 to do the same.
 # CPU=1: a smoke run on CPU.
 set -euo pipefail
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$REPO/recipes/finetune_defaults.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/finetune_defaults.sh"  # REPO, DEVICE_ARGS, finetune_dataset
 export LR="${LR:-3e-5}" MAX_EPOCH="${MAX_EPOCH:-15}" WARMUP_PERCENT="${WARMUP_PERCENT:-10}"
-export SAVE_DIR="${SAVE_DIR:-checkpoints/finetune_hyperpartisan}"
-exec bash "$REPO/recipes/finetune.sh" classification "${DEVICE_ARGS[@]}" "$@"
+finetune_dataset classification hyperpartisan "$@"

@@ -13,8 +13,6 @@
 # choice where the paper gives none for classification.
 # CPU=1: a smoke run on CPU (no fp16; batch 2, 2 updates unless BATCH_SIZE / extra flags say otherwise).
 set -euo pipefail
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$REPO/recipes/finetune_defaults.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/finetune_defaults.sh"  # REPO, DEVICE_ARGS, finetune_dataset
 export LR="${LR:-3e-5}" MAX_EPOCH="${MAX_EPOCH:-15}" WARMUP_PERCENT="${WARMUP_PERCENT:-10}"
-export SAVE_DIR="${SAVE_DIR:-checkpoints/finetune_imdb}"
-exec bash "$REPO/recipes/finetune.sh" classification "${DEVICE_ARGS[@]}" "$@"
+finetune_dataset classification imdb "$@"

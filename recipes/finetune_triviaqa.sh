@@ -15,8 +15,6 @@
 # updates then linear decay, Adam, 4,096-token windows, fp16 on a GPU.
 # CPU=1: a smoke run on CPU.
 set -euo pipefail
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$REPO/recipes/finetune_defaults.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/finetune_defaults.sh"  # REPO, DEVICE_ARGS, finetune_dataset
 export LR="${LR:-3e-5}" MAX_EPOCH="${MAX_EPOCH:-5}" DOC_STRIDE="${DOC_STRIDE:-1024}"
-export SAVE_DIR="${SAVE_DIR:-checkpoints/finetune_triviaqa}"
-exec bash "$REPO/recipes/finetune.sh" qa "${DEVICE_ARGS[@]}" --warmup-updates "${WARMUP_UPDATES:-1000}" "$@"
+finetune_dataset qa triviaqa --warmup-updates "${WARMUP_UPDATES:-1000}" "$@"

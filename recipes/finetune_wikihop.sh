@@ -14,8 +14,6 @@
 # hyperparameters): lr 3e-5, batch 32, 15 epochs, 200 warmup updates then linear decay, Adam,
 # fp16 on a GPU. CPU=1: a smoke run on CPU.
 set -euo pipefail
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$REPO/recipes/finetune_defaults.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/finetune_defaults.sh"  # REPO, DEVICE_ARGS, finetune_dataset
 export LR="${LR:-3e-5}" MAX_EPOCH="${MAX_EPOCH:-15}"
-export SAVE_DIR="${SAVE_DIR:-checkpoints/finetune_wikihop}"
-exec bash "$REPO/recipes/finetune.sh" wikihop "${DEVICE_ARGS[@]}" --warmup-updates "${WARMUP_UPDATES:-200}" "$@"
+finetune_dataset wikihop wikihop --warmup-updates "${WARMUP_UPDATES:-200}" "$@"

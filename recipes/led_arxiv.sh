@@ -22,8 +22,7 @@
 #   WINDOW=512 LR=3e-5 BATCH_SIZE=1 UPDATE_FREQ=16 MAX_EPOCH=5 WARMUP_PERCENT=10
 #   SAVE_DIR=checkpoints/led_arxiv SEED=1 CPU=0 DRY_RUN=0 (1: print the command)
 set -euo pipefail
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$REPO/recipes/project_python.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/project_python.sh"  # REPO, PATH and PYTHON
 DATA="${DATA:?set DATA to a folder written by longformer-prepare-task arxiv}"
 LED="${LED:?set LED to a folder written by longformer-convert-bart}"
 ARCH="${ARCH:-led_large}"

@@ -43,7 +43,7 @@
 # The README's LED section has the table.
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/project_python.sh"  # REPO, and python3 the project's
 cd "$REPO"
 WORK="${WORK:-work/led_demo}"
 POSITIONS="${POSITIONS:-256}"
@@ -52,7 +52,6 @@ PRETRAIN_UPDATES="${PRETRAIN_UPDATES:-400}"
 FINETUNE_UPDATES="${FINETUNE_UPDATES:-300}"
 BEAM="${BEAM:-4}"
 export OMP_NUM_THREADS="${THREADS:-1}"
-source "${VENV:-$REPO/.venv}/bin/activate"
 PLUGIN="$REPO/fairseq_longformer"
 DATA="$WORK/data"
 BIN="$WORK/bin"

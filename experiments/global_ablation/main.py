@@ -1,5 +1,4 @@
 """The global-attention ablation's runs, table and check; see the package's docstring."""
-import argparse
 import json
 import os
 import random
@@ -11,9 +10,9 @@ from pathlib import Path
 from longformer_common.results import stamped, write_page
 import longformer_experiments.global_ablation as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
-from longformer_experiments.runner import (REPO, add_needle_ablation_arguments, beats_every_seed, build_and_train_rows,
+from longformer_experiments.runner import (REPO, needle_ablation_parser, beats_every_seed, needle_ablation_main,
                                            check_needle_ablation_arguments, last_valid, markdown_table,
-                                           regenerate_note, run, settings, summarize_rows)
+                                           regenerate_note, run, settings)
 
 
 MODULE = "longformer_experiments.global_ablation"
@@ -116,28 +115,20 @@ def markdown(table: dict, a, chance: float, verdict: bool) -> str:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_needle_ablation_arguments(p, ROWS, out=REPO / "work" / "global_ablation", updates=200, dim=128, window=32,
-                                  long=1024, doc_words=300, needles=3, train_examples=3200, valid_examples=400,
-                                  vocab=2000)
+    p = needle_ablation_parser(package, ROWS, updates=200, dim=128, window=32, long=1024, doc_words=300, needles=3,
+                               train_examples=3200, valid_examples=400, vocab=2000)
     p.add_argument("--short", type=int, default=256, help="tokens of the RoBERTa-length input (full attention)")
     a = p.parse_args(argv)
     check_needle_ablation_arguments(p, a, ROWS, receptive_field(a.layers, a.window), "the receptive field of <s>")
     return a
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    a = parse_args(argv)
-    started = time.time()
-    longest, results = build_and_train_rows(a, build, train, 22, "the long models must see every document whole: "
-                                            "lower --doc-words or raise --long")
-    table = summarize_rows(results)
+def report(a, argv, longest: int, table: dict, total: int) -> int:
+    """Print and write the table (``runner.needle_ablation_main``); 1 when "no global" is not the
+    clearly worst row."""
     verdict = no_global_clearly_worst(table)
     chance = 100.0 / len(NAMES)
     text = markdown(table, a, chance, verdict)
-    total = round(time.time() - started)
     text += f"total {total} s\n\n{regenerate_note(MODULE, argv)}\n"
     print(text, end="")
     write_page("ablation", stamped({
@@ -148,4 +139,9 @@ def main(argv=None) -> int:
         print("FAILED: \"no global\" is not below every other row on every seed", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv=None) -> int:
+    return needle_ablation_main(argv, parse_args, build, train, 22, "the long models must see every document "
+                                "whole: lower --doc-words or raise --long", report)
 

@@ -1,5 +1,4 @@
 """The WikiHop-style ablation's data, runs and table; see the package's docstring."""
-import argparse
 import json
 import random
 import subprocess
@@ -10,9 +9,9 @@ from pathlib import Path
 from longformer_common.results import stamped, write_page
 import longformer_experiments.wikihop_small as package
 from longformer_experiments.global_ablation.needles import NAMES, build_examples, corpus_pools, receptive_field
-from longformer_experiments.runner import (PLUGIN, REPO, add_needle_ablation_arguments, beats_every_seed,
-                                           build_and_train_rows, check_needle_ablation_arguments, last_valid,
-                                           markdown_table, regenerate_note, run, settings, summarize_rows)
+from longformer_experiments.runner import (PLUGIN, REPO, needle_ablation_parser, beats_every_seed,
+                                           needle_ablation_main, check_needle_ablation_arguments, last_valid,
+                                           markdown_table, regenerate_note, run, settings)
 
 
 MODULE = "longformer_experiments.wikihop_small"
@@ -129,11 +128,8 @@ def verdict(table: dict) -> str:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=package.__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_needle_ablation_arguments(p, ROWS, out=REPO / "work" / "wikihop_small", updates=400, dim=64, window=16,
-                                  long=512, doc_words=120, needles=2, train_examples=1600, valid_examples=200,
-                                  vocab=1000)
+    p = needle_ablation_parser(package, ROWS, updates=400, dim=64, window=16, long=512, doc_words=120, needles=2,
+                               train_examples=1600, valid_examples=200, vocab=1000)
     p.add_argument("--candidates", type=int, default=4, help=f"candidates per question (2..{len(NAMES)})")
     p.add_argument("--shuffle", action="store_true", help="candidates in a random order (default: NAMES' order)")
     p.add_argument("--write-docs", action="store_true", help="also write docs/results/wikihop_small.md")
@@ -144,15 +140,9 @@ def parse_args(argv=None):
     return a
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    a = parse_args(argv)
-    started = time.time()
-    # a later chunk starts its supports right after the candidates: needles there are local
-    longest, results = build_and_train_rows(a, build, train, 32, "raise --long or lower --doc-words (the needles "
-                                            "must stay beyond the candidates' windows)")
-    table = summarize_rows(results)
-    text = markdown(table, a, longest) + f"\ntotal {round(time.time() - started)} s\n\n{regenerate_note(MODULE, argv)}\n"
+def report(a, argv, longest: int, table: dict, seconds: int) -> int:
+    """Print and write the table (``runner.needle_ablation_main``), with --write-docs the docs' page too."""
+    text = markdown(table, a, longest) + f"\ntotal {seconds} s\n\n{regenerate_note(MODULE, argv)}\n"
     print(text, end="")
     write_page("table", stamped({"settings": settings(a),
                                  "longest_tokens": longest, "table": table}), text, a.out)
@@ -160,3 +150,9 @@ def main(argv=None) -> int:
         (REPO / "docs" / "results").mkdir(parents=True, exist_ok=True)
         (REPO / "docs" / "results" / "wikihop_small.md").write_text("# WikiHop ablation in small (Table 10)\n\n" + text)
     return 0
+
+
+def main(argv=None) -> int:
+    # a later chunk starts its supports right after the candidates: needles there are local
+    return needle_ablation_main(argv, parse_args, build, train, 32, "raise --long or lower --doc-words (the "
+                                "needles must stay beyond the candidates' windows)", report)

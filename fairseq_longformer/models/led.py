@@ -62,32 +62,21 @@ class LEDEncoder(LongformerEncoder):
     """The Longformer encoder with LED's default global token (each row's first source token)
     and an error for over-long sources that names the seq2seq flags."""
 
-    def forward(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Optional[Tensor] = None,
-        return_all_hiddens: bool = False,
-        token_embeddings: Optional[Tensor] = None,
-        global_attention_mask: Optional[Tensor] = None,
-        max_global_tokens: Optional[int] = None,
-    ):
-        """src_tokens: (B, N); global_attention_mask: (B, N), nonzero = global (None: the first
-        token of each row, so at most 1 global token per row: no host read of the count);
-        max_global_tokens: a bound of every row's global count, or None (``AttentionMasks``).
-        Returns fairseq's encoder dict (encoder_out: [(N, B, C)])."""
-        if src_tokens.size(1) > self.max_source_positions:
+    def check_source_length(self, length: int) -> None:
+        """A ValueError naming the seq2seq flags when ``length`` tokens exceed the positions."""
+        if length > self.max_source_positions:
             raise ValueError(
-                f"source of {src_tokens.size(1)} tokens is longer than the LED encoder's "
+                f"source of {length} tokens is longer than the LED encoder's "
                 f"{self.max_source_positions} positions: pass --truncate-source to cut sources, or "
                 "keep them out (fairseq skips them in training; --skip-invalid-size-inputs-valid-test "
                 "for validation and generation), or convert with a larger "
                 "longformer-convert-bart --max-positions"
             )
-        if global_attention_mask is None:
-            global_attention_mask = first_token_global(src_tokens, self.padding_idx)
-            max_global_tokens = 1
-        return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings,
-                               global_attention_mask=global_attention_mask, max_global_tokens=max_global_tokens)
+
+    def default_global_attention(self, src_tokens: Tensor, max_global_tokens: Optional[int]):
+        """Each row's first source token global, so at most 1 global token per row: no host read
+        of the count (``AttentionMasks``)."""
+        return first_token_global(src_tokens, self.padding_idx), 1
 
 
 @register_model("led")

@@ -15,6 +15,7 @@ from fairseq.models.roberta.model import base_architecture as roberta_base_archi
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr, safe_hasattr
 
+from .arch_defaults import set_defaults
 from .global_projections import add_missing_global_projections, copy_local_to_global
 from ..modules.attention_configs import add_attention_args, attention_configs
 from ..modules.encoder import LongformerEncoder
@@ -150,8 +151,6 @@ def longformer_base_architecture(args):
 
 @register_model_architecture("longformer", "longformer_large")
 def longformer_large_architecture(args):
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 24)
-    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 1024)
-    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 4096)
-    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 16)
+    set_defaults(args, encoder_layers=24, encoder_embed_dim=1024, encoder_ffn_embed_dim=4096,
+                 encoder_attention_heads=16)
     base_architecture(args)

@@ -27,6 +27,7 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer_lm import TransformerLanguageModel, base_lm_architecture
 from fairseq.utils import safe_getattr
 
+from .arch_defaults import set_defaults
 from ..modules.attention_configs import add_attention_args, attention_configs
 from ..modules.decoder import LongformerLMDecoder
 
@@ -179,7 +180,6 @@ def longformer_lm_small(args):
 @register_model_architecture("longformer_lm", "longformer_lm_large")
 def longformer_lm_large(args):
     """30 layers, 512 hidden, 8 heads, dropout 0.4 (the paper's large model, as Child et al.'s)."""
-    args.decoder_layers = safe_getattr(args, "decoder_layers", 30)
-    args.dropout = safe_getattr(args, "dropout", 0.4)
+    set_defaults(args, decoder_layers=30, dropout=0.4)
     base_architecture(args)
 

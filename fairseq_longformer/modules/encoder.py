@@ -38,6 +38,20 @@ class LongformerEncoder(TransformerEncoder):
     def build_encoder_layer(self, args):
         return wrap_layer(LongformerEncoderLayer(args, next(self._pending_layer_configs)), args)
 
+    def check_source_length(self, length: int) -> None:
+        """A ValueError naming the fix when ``length`` tokens exceed the learned positions."""
+        if self.embed_positions is not None and length > self.max_source_positions:
+            raise ValueError(
+                f"input of {length} tokens is longer than the model's {self.max_source_positions} "
+                "positions: lower --tokens-per-sample, or extend the positions (--max-positions when "
+                "training from scratch, longformer-convert-roberta --max-positions for a checkpoint)"
+            )
+
+    def default_global_attention(self, src_tokens: Tensor, max_global_tokens: Optional[int]):
+        """(global-attention mask (B, N), bound of a row's global count) of a forward given no
+        mask: here no token global and the caller's bound kept (LEDEncoder: each row's first)."""
+        return None, max_global_tokens
+
     def forward(
         self,
         src_tokens: Tensor,
@@ -49,13 +63,9 @@ class LongformerEncoder(TransformerEncoder):
     ):
         """src_tokens: (B, N); global_attention_mask: (B, N), nonzero = global; max_global_tokens:
         None, or a bound of every row's global count (``AttentionMasks``). Returns fairseq's dict."""
-        length = src_tokens.size(1)
-        if self.embed_positions is not None and length > self.max_source_positions:
-            raise ValueError(
-                f"input of {length} tokens is longer than the model's {self.max_source_positions} "
-                "positions: lower --tokens-per-sample, or extend the positions (--max-positions when "
-                "training from scratch, longformer-convert-roberta --max-positions for a checkpoint)"
-            )
+        self.check_source_length(src_tokens.size(1))
+        if global_attention_mask is None:
+            global_attention_mask, max_global_tokens = self.default_global_attention(src_tokens, max_global_tokens)
         if global_attention_mask is not None and global_attention_mask.shape != src_tokens.shape:
             raise ValueError(f"global_attention_mask has shape {tuple(global_attention_mask.shape)}, "
                              f"the tokens {tuple(src_tokens.shape)}: give one flag per token (B, N)")

@@ -18,10 +18,10 @@ selection removed; they are no training target but stay in the gold that evaluat
 """
 from __future__ import annotations
 
-import json
 from typing import Iterator, List, Tuple, Union
 
 from .answer_spans import text_occurrences, words_of
+from .jsonl import read_json_list
 from .examples import BadExample, MultiHop
 
 FIELDS = ("_id", "question", "answer", "supporting_facts", "context")
@@ -92,16 +92,4 @@ def example_of(record) -> MultiHop:
 
 
 def read(path: str) -> Iterator[Union[MultiHop, BadExample]]:
-    with open(path, encoding="utf-8") as f:
-        try:
-            records = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not JSON ({e}): pass hotpot_train_v1.1.json or "
-                             "hotpot_dev_distractor_v1.json")
-    if not isinstance(records, list):
-        raise ValueError(f"{path} holds a JSON {type(records).__name__}, not HotpotQA's list of records")
-    for record in records:
-        try:
-            yield example_of(record)
-        except BadExample as bad:
-            yield bad
+    yield from read_json_list(path, example_of, "HotpotQA", "hotpot_train_v1.1.json or hotpot_dev_distractor_v1.json")

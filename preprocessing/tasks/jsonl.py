@@ -1,4 +1,5 @@
-"""The project's own JSON lines, one example per line:
+"""The JSON readers: a file holding one list of records (HotpotQA's, WikiHop's); the project's own
+JSON lines, one example per line:
   classification  {"text": str, "label": str}   (a label is one word: no whitespace)
   qa              {"question": str, "context": str, "answers": [{"text": str, "start": int}]}
                   (``start``: character offset into ``context``, the SQuAD convention)
@@ -8,10 +9,29 @@ answer not at its offset.
 from __future__ import annotations
 
 import json
-from typing import Iterator, List, Tuple, Union
+from typing import Callable, Iterator, List, Tuple, Union
 
 from .answer_spans import text_occurrences, words_of
 from .examples import QA, BadExample, Classification, check_label
+
+
+def read_json_list(path: str, example_of: Callable[[dict], object], dataset: str,
+                   files: str) -> Iterator[object]:
+    """``example_of(record)`` of every record of ``path``, a JSON file holding ``dataset``'s list of
+    records, or the BadExample it raised; a ValueError naming ``files`` (what to pass instead) when
+    the file is not JSON or holds no list."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            records = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not JSON ({e}): pass {files}")
+    if not isinstance(records, list):
+        raise ValueError(f"{path} holds a JSON {type(records).__name__}, not {dataset}'s list of records")
+    for record in records:
+        try:
+            yield example_of(record)
+        except BadExample as bad:
+            yield bad
 
 
 def read_jsonl(path: str) -> Iterator[Union[dict, BadExample]]:

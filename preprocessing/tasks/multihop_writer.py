@@ -31,17 +31,11 @@ QUESTION_OVERHEAD = 4  # <s> [q] ... [/q] ... </s>
 
 
 class MultiHopWriter(SplitWriter):
-    side = None
+    side_file = "hotpot.jsonl"
 
     def __init__(self, folder, tokenizer, options):
         super().__init__(folder, tokenizer, options)
         self.cut = defaultdict(Counter)  # split -> what the --max-input-tokens cut took away
-
-    def start_split(self, split: str) -> None:
-        self.side = open(self.path(f"{split}.hotpot.jsonl"), "w", encoding="utf-8")
-
-    def end_split(self, split: str) -> None:
-        self.side.close()
 
     def write(self, split: str, example: MultiHop):
         encode = self.tokenizer.encode_lines

@@ -67,18 +67,15 @@ def subword_clusters(clusters, word: np.ndarray, n_words: int):
 
 
 class CorefWriter(SplitWriter):
-    side = None
+    side_file = "coref.jsonl"
 
     def __init__(self, folder, tokenizer, options):
         super().__init__(folder, tokenizer, options)
         self.dropped_mentions = {}  # split -> gold mentions over words without subwords
 
     def start_split(self, split: str) -> None:
-        self.side = open(self.path(f"{split}.coref.jsonl"), "w", encoding="utf-8")
+        super().start_split(split)
         self.dropped_mentions[split] = 0
-
-    def end_split(self, split: str) -> None:
-        self.side.close()
 
     def write(self, split: str, document: CorefDocument):
         tokens, word, sentence = subword_maps(self.tokenizer, document)

@@ -10,9 +10,9 @@ empty supports.
 """
 from __future__ import annotations
 
-import json
 from typing import Iterator, Union
 
+from .jsonl import read_json_list
 from .examples import BadExample, MultipleChoice
 
 FIELDS = ("id", "query", "candidates", "supports")
@@ -43,15 +43,4 @@ def example_of(record) -> MultipleChoice:
 
 
 def read(path: str) -> Iterator[Union[MultipleChoice, BadExample]]:
-    with open(path, encoding="utf-8") as f:
-        try:
-            records = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not JSON ({e}): pass qangaroo's wikihop/train.json or dev.json")
-    if not isinstance(records, list):
-        raise ValueError(f"{path} holds a JSON {type(records).__name__}, not WikiHop's list of records")
-    for record in records:
-        try:
-            yield example_of(record)
-        except BadExample as bad:
-            yield bad
+    yield from read_json_list(path, example_of, "WikiHop", "qangaroo's wikihop/train.json or dev.json")

@@ -31,7 +31,7 @@ import json
 import os
 import shutil
 from collections import Counter
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -91,7 +91,10 @@ def token_spans(word_spans: Sequence[Tuple[int, int]], token_word: np.ndarray, n
 class SplitWriter:
     """Writes one shape's examples of every split into ``folder``; ``write`` returns the model
     input length (wordpieces, specials included) of the example before and after any cut, for
-    the statistics."""
+    the statistics. ``side_file``: the name after ``<split>.`` of a JSON-lines file written beside
+    the binaries, one record per example, open as ``side`` while a split is written."""
+    side_file: Optional[str] = None
+    side = None
 
     def __init__(self, folder: str, tokenizer, options):
         self.folder, self.tokenizer, self.options = folder, tokenizer, options
@@ -120,10 +123,13 @@ class SplitWriter:
                 write_dict(os.path.join(folder, name), self.tokenizer.symbols, self.counts())
 
     def start_split(self, split: str) -> None:
-        pass
+        if self.side_file:
+            self.side = open(self.path(f"{split}.{self.side_file}"), "w", encoding="utf-8")
 
     def end_split(self, split: str) -> None:
-        pass
+        if self.side is not None:
+            self.side.close()
+            self.side = None
 
 
 class ClassificationWriter(SplitWriter):
@@ -156,13 +162,7 @@ class ClassificationWriter(SplitWriter):
 
 
 class QAWriter(SplitWriter):
-    side = None
-
-    def start_split(self, split: str) -> None:
-        self.side = open(self.path(f"{split}.qa.jsonl"), "w", encoding="utf-8")
-
-    def end_split(self, split: str) -> None:
-        self.side.close()
+    side_file = "qa.jsonl"
 
     def write(self, split: str, example: QA) -> int:
         tokenizer = self.tokenizer
@@ -213,13 +213,7 @@ class SummaryWriter(SplitWriter):
 
 
 class MultipleChoiceWriter(SplitWriter):
-    side = None
-
-    def start_split(self, split: str) -> None:
-        self.side = open(self.path(f"{split}.choices.jsonl"), "w", encoding="utf-8")
-
-    def end_split(self, split: str) -> None:
-        self.side.close()
+    side_file = "choices.jsonl"
 
     def write(self, split: str, example: MultipleChoice) -> int:
         encode = self.tokenizer.encode_lines

@@ -101,16 +101,6 @@ def lm_parser(description: str = "") -> argparse.ArgumentParser:
     return parser
 
 
-def lm_page(report: dict, json_path: str, markdown_path: str) -> str:
-    """The results page of a stored run (``bench.results_page``)."""
-    s = report["settings"]
-    title = (f"Char-LM training step, {s['arch']}, {'relative' if s.get('relative_positions') else 'learned'} "
-             f"positions, activations {'checkpointed' if s.get('checkpoint_activations') else 'kept'}: "
-             "Longformer against dense attention")
-    return results_page.model_page(report, lm_parser(), "longformer-bench-lm", title, LM_MODELS, json_path,
-                                   markdown_path, step="step")
-
-
 def led_parser(description: str = "") -> argparse.ArgumentParser:
     """longformer-bench-led's flags."""
     parser = argparse.ArgumentParser(prog="longformer-bench-led", description=description,
@@ -131,15 +121,6 @@ def led_parser(description: str = "") -> argparse.ArgumentParser:
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |LED - dense| allowed there")
     add_page_arguments(parser)
     return parser
-
-
-def led_page(report: dict, json_path: str, markdown_path: str) -> str:
-    """The results page of a stored run (``bench.results_page``)."""
-    s = report["settings"]
-    title = (f"LED encoder against BART's dense encoder, {s['layers']} layer(s) of {s['heads'] * s['head_dim']}, "
-             f"one-sided window w = {s['window']}, forward+backward")
-    return results_page.model_page(report, led_parser(), "longformer-bench-led", title, ENCODERS, json_path,
-                                   markdown_path)
 
 
 def mlm_parser(description: str = "") -> argparse.ArgumentParser:
@@ -171,9 +152,29 @@ def mlm_parser(description: str = "") -> argparse.ArgumentParser:
     return parser
 
 
-def mlm_page(report: dict, json_path: str, markdown_path: str) -> str:
-    """The results page of a stored run (``bench.results_page``)."""
-    s = report["settings"]
-    title = (f"Masked-LM training step, {s['layers']} layers x {s['hidden']}, {s['heads']} heads, w = {s['window']}, "
-             f"vocabulary {s['vocab']:,}: ours against transformers' LongformerForMaskedLM")
-    return results_page.model_page(report, mlm_parser(), "longformer-bench-mlm", title, MLM_MODELS, json_path, markdown_path, step="step")
+def _model_page(parser, title, impls, step: str = "fwd+bwd"):
+    """The results page of a stored run of a whole-model benchmark, as a function
+    ``page(report, json_path, markdown_path) -> str`` (``results_page.model_page``): headed by
+    ``title(settings)`` and the command ``parser()`` reads; ``impls`` = (model, baseline)."""
+    def page(report: dict, json_path: str, markdown_path: str) -> str:
+        command = parser()
+        return results_page.model_page(report, command, command.prog, title(report["settings"]), impls, json_path,
+                                       markdown_path, step=step)
+    return page
+
+
+lm_page = _model_page(
+    lm_parser, lambda s: (f"Char-LM training step, {s['arch']}, "
+                          f"{'relative' if s.get('relative_positions') else 'learned'} positions, activations "
+                          f"{'checkpointed' if s.get('checkpoint_activations') else 'kept'}: "
+                          "Longformer against dense attention"),
+    LM_MODELS, step="step")
+led_page = _model_page(
+    led_parser, lambda s: (f"LED encoder against BART's dense encoder, {s['layers']} layer(s) of "
+                           f"{s['heads'] * s['head_dim']}, one-sided window w = {s['window']}, forward+backward"),
+    ENCODERS)
+mlm_page = _model_page(
+    mlm_parser, lambda s: (f"Masked-LM training step, {s['layers']} layers x {s['hidden']}, {s['heads']} heads, "
+                           f"w = {s['window']}, vocabulary {s['vocab']:,}: ours against transformers' "
+                           "LongformerForMaskedLM"),
+    MLM_MODELS, step="step")

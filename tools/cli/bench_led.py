@@ -14,72 +14,51 @@ too); speedup = dense time / LED time (> 1: the LED faster), memory ratio = LED 
 workers.py, measure.py).
 """
 import argparse
-import os
 import sys
-import time
 
 from longformer_common.cli import one_line_errors
 
+from ..bench import model_benchmark
 from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, format_rows, ratio_rows
 from ..bench.commands import led_page, led_parser
 from ..bench.workers import run_side_by_side
-from ..bench.bench_args import (check_run_arguments, finish_model_report, load_at_start, memory_limit_mb,
-                                replot_model_report)
+from ..bench.bench_args import check_run_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
     return led_parser(__doc__)
 
 
-def parse_args(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def check_args(parser, args) -> None:
     check_run_arguments(parser, args)
     if args.check_length > args.window + 1:
         parser.error(f"--check-length {args.check_length} must be at most --window + 1 = {args.window + 1}")
-    return args
 
 
-page = led_page  # the results page of a stored run (``bench.commands``)
+def cases(args, length: int, limit_mb) -> list:
+    """Both encoders at ``length``, the first token global."""
+    return [EncoderCase(impl=impl, length=length, global_tokens=1, heads=args.heads, head_dim=args.head_dim,
+                        layers=args.layers, ffn=args.ffn, vocab=args.vocab, window=args.window,
+                        bart_positions=args.bart_positions, repeats=args.repeats, threads=args.threads,
+                        time_cap=args.time_cap, memory_limit_mb=limit_mb)
+            for impl in ENCODERS]
 
 
-@one_line_errors
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    if args.replot:
-        return replot_model_report("longformer-bench-led", args.replot, ENCODERS, format_rows, page, args.markdown)
-    load_start = load_at_start(args, "longformer-bench-led")
-    if load_start is None:
-        return 2
-    os.makedirs(args.out_dir, exist_ok=True)
-    limit_mb = memory_limit_mb(args)
+def check(args, cases_at, say) -> dict:
+    """Both encoders at --check-length, inside the window, where the LED computes BART's function."""
+    difference = check_in_fresh_process(cases_at(args.check_length)[0])
+    say(f"check at N={args.check_length} (inside the window w={args.window}): largest |LED - dense| = "
+        f"{difference:.2e} (tolerance {args.tolerance:g})")
+    if not difference <= args.tolerance:  # a NaN fails too
+        raise model_benchmark.Disagreement("the encoders disagree where they must compute the same function")
+    return {"check": {"length": args.check_length, "max_abs_diff": difference}}
 
-    def case(impl, length):
-        return EncoderCase(impl=impl, length=length, global_tokens=1, heads=args.heads, head_dim=args.head_dim,
-                           layers=args.layers, ffn=args.ffn, vocab=args.vocab, window=args.window,
-                           bart_positions=args.bart_positions, repeats=args.repeats, threads=args.threads,
-                           time_cap=args.time_cap, memory_limit_mb=limit_mb)
 
-    started = time.time()
-    difference = check_in_fresh_process(case("led", args.check_length))
-    print(f"check at N={args.check_length} (inside the window w={args.window}): largest |LED - dense| = "
-          f"{difference:.2e} (tolerance {args.tolerance:g})")
-    if not difference <= args.tolerance:
-        print("longformer-bench-led: error: the encoders disagree where they must compute the same function",
-              file=sys.stderr)
-        return 1
-    results = []
-    for length in sorted(args.lengths):
-        results += run_side_by_side([case(impl, length) for impl in ENCODERS], quiet_below=args.quiet_below,
-                                    quiet_wait=args.quiet_wait)
-        print(f"N={length} done ({time.time() - started:.0f} s, load average {os.getloadavg()[0]:.1f})", flush=True)
-    load_end = os.getloadavg()
-    print("load average (1, 5, 15 min) at start {:.1f} {:.1f} {:.1f}, at end {:.1f} {:.1f} {:.1f}; {} cores".format(
-        *load_start, *load_end, os.cpu_count()))
-    return finish_model_report(args, ratio_rows(results), started, ENCODERS, format_rows, page,
-                               environment={"load_average_at_start": load_start},
-                               check={"length": args.check_length, "max_abs_diff": difference})
-
+BENCHMARK = model_benchmark.ModelBenchmark(
+    prog="longformer-bench-led", build_parser=build_parser, check_args=check_args, impls=ENCODERS, cases=cases,
+    check=check, ratio_rows=ratio_rows, format_rows=format_rows, page=led_page,
+    run_side_by_side=lambda cases, **how: run_side_by_side(cases, **how))  # looked up late: tests replace it
+parse_args, main = BENCHMARK.parse_args, one_line_errors(BENCHMARK.main)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,74 +11,46 @@ by side, round-robin (``longformer_tools/bench/``: ``lm_step``, ``workers``, ``m
 Writes the table to stdout and ``<out-dir>/<name>.json``, and with --markdown PATH the results page.
 """
 import argparse
-import os
 import sys
-import time
 
 from longformer_common.cli import one_line_errors
 
+from ..bench import model_benchmark
 from ..bench.lm_step import MODELS, LMStepCase, format_rows, loss_check, ratio_rows
 from ..bench.commands import lm_page, lm_parser
 from ..bench.workers import run_side_by_side
-from ..bench.bench_args import (check_run_arguments, finish_model_report, load_at_start, memory_limit_mb,
-                                replot_model_report)
+from ..bench.bench_args import check_run_arguments
+
+# the check before timing: both models' eval losses on the same inputs, at every length
+LOSSES = model_benchmark.LossComparison(
+    baseline="dense", relative=False, loss="loss", cause="the dense mask is not the Longformer pattern")
 
 
 def build_parser() -> argparse.ArgumentParser:
     return lm_parser(__doc__)
 
 
-def parse_args(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def check_args(parser, args) -> None:
     check_run_arguments(parser, args, min_length=2)
     if args.batch < 1:
         parser.error(f"--batch must be >= 1, got {args.batch}")
-    return args
 
 
-page = lm_page  # the results page of a stored run (``bench.commands``)
+def cases(args, length: int, limit_mb) -> list:
+    """Both models at ``length``, the same seed: the same weights."""
+    return [LMStepCase(impl=impl, length=length, global_tokens=0, arch=args.arch, batch=args.batch,
+                       repeats=args.repeats, threads=args.threads, time_cap=args.time_cap, memory_limit_mb=limit_mb,
+                       seed=args.seed, checkpoint_activations=args.checkpoint_activations,
+                       relative_positions=args.relative_positions, dense_window_offset=args.dense_window_offset)
+            for impl in MODELS]
 
 
-@one_line_errors
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    if args.replot:
-        return replot_model_report("longformer-bench-lm", args.replot, MODELS, format_rows, page, args.markdown)
-    load_start = load_at_start(args, "longformer-bench-lm")
-    if load_start is None:
-        return 2
-    os.makedirs(args.out_dir, exist_ok=True)
-    limit_mb = memory_limit_mb(args)
-    started = time.time()
-    results, checks = [], {}
-    for length in sorted(args.lengths):
-        cases = [LMStepCase(impl=impl, length=length, global_tokens=0, arch=args.arch, batch=args.batch,
-                            repeats=args.repeats, threads=args.threads, time_cap=args.time_cap,
-                            memory_limit_mb=limit_mb, seed=args.seed,
-                            checkpoint_activations=args.checkpoint_activations,
-                            relative_positions=args.relative_positions,
-                            dense_window_offset=args.dense_window_offset)
-                 for impl in MODELS]
-        print(f"N={length}: checking that both models give the same loss", flush=True)
-        longformer_loss, dense_loss, logit_difference = loss_check(cases[0])
-        difference = abs(longformer_loss - dense_loss)
-        checks[length] = {"longformer_loss": longformer_loss, "dense_loss": dense_loss, "difference": difference,
-                          "max_logit_difference": logit_difference}
-        print(f"N={length}: loss longformer {longformer_loss:.6f}, dense {dense_loss:.6f} nats "
-              f"(|difference| {difference:.2e}, tolerance {args.loss_tolerance:g}; largest logit "
-              f"difference {logit_difference:.2e})", flush=True)
-        if not difference <= args.loss_tolerance:  # a NaN fails too
-            print(f"error: at N={length} the two models disagree (|loss difference| {difference:.3g} > "
-                  f"{args.loss_tolerance:g}): the dense mask is not the Longformer pattern; nothing timed",
-                  file=sys.stderr)
-            return 1
-        print(f"N={length}: peak memory, each model in a fresh process, then timing both side by side "
-              f"({args.repeats} steps each)", flush=True)
-        results += run_side_by_side(cases, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
-    return finish_model_report(args, ratio_rows(results), started, MODELS, format_rows, page,
-                               environment={"load_average_at_start": load_start}, loss_checks=checks)
-
+BENCHMARK = model_benchmark.ModelBenchmark(
+    prog="longformer-bench-lm", build_parser=build_parser, check_args=check_args, impls=MODELS, cases=cases,
+    check=lambda args, cases_at, say: model_benchmark.loss_checks(args, cases_at, say, loss_check, LOSSES),
+    ratio_rows=ratio_rows, format_rows=format_rows, page=lm_page,
+    run_side_by_side=lambda cases, **how: run_side_by_side(cases, **how))  # looked up late: tests replace it
+parse_args, main = BENCHMARK.parse_args, one_line_errors(BENCHMARK.main)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,28 +14,26 @@ Writes the table (seconds per step, tokens per second, our speedup) to stdout an
 ``<out-dir>/<name>.json``, and with --markdown PATH the results page (--replot JSON re-renders it).
 """
 import argparse
-import os
 import sys
-import time
 
 from longformer_common.cli import one_line_errors
 
+from ..bench import model_benchmark
 from ..bench.mlm_step import MODELS, MLMStepCase, format_rows, import_models, loss_check, ratio_rows
 from ..bench.commands import mlm_page, mlm_parser
 from ..bench.workers import run_side_by_side
-from ..bench.bench_args import (check_dropout, check_page_path, check_run_arguments, finish_model_report,
-                                load_at_start, memory_limit_mb, replot_model_report)
+from ..bench.bench_args import check_dropout, check_run_arguments
 
-PROG = "longformer-bench-mlm"
+# the check before timing: both models' eval losses on the same inputs, at every length
+LOSSES = model_benchmark.LossComparison(
+    baseline="transformers", relative=True, loss="masked-LM loss", cause="the weights did not carry over")
 
 
 def build_parser() -> argparse.ArgumentParser:
     return mlm_parser(__doc__)
 
 
-def parse_args(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def check_args(parser, args) -> None:
     check_run_arguments(parser, args, min_length=4)  # 15% of 4 tokens: at least one target
     for name in ("batch", "window", "layers", "hidden", "heads"):
         if getattr(args, name) < 1:
@@ -46,65 +44,23 @@ def parse_args(argv=None):
         parser.error(f"--vocab must be >= 6 (fairseq's 4 specials, <mask> and a word), got {args.vocab}")
     check_dropout(parser, "--dropout", [args.dropout])
     check_dropout(parser, "--attention-dropout", [args.attention_dropout])
-    try:
-        check_page_path(args)
-    except ValueError as error:
-        parser.error(str(error))
-    return args
 
 
-page = mlm_page  # the results page of a stored run (``bench.commands``)
+def cases(args, length: int, limit_mb) -> list:
+    """Both models at ``length``, the same seed: ours random, copied into transformers'."""
+    return [MLMStepCase(impl=impl, length=length, global_tokens=0, batch=args.batch, window=args.window,
+                        layers=args.layers, heads=args.heads, head_dim=args.hidden // args.heads, vocab=args.vocab,
+                        hidden_dropout=args.dropout, attention_dropout=args.attention_dropout, seed=args.seed,
+                        repeats=args.repeats, threads=args.threads, time_cap=args.time_cap, memory_limit_mb=limit_mb)
+            for impl in MODELS]
 
 
-@one_line_errors
-def main(argv=None) -> int:
-    from tqdm import tqdm
-
-    args = parse_args(argv)
-    if args.replot:
-        return replot_model_report(PROG, args.replot, MODELS, format_rows, page, args.markdown)
-    try:
-        import_models()  # fail now, not after the first model is built
-    except ImportError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
-    load_start = load_at_start(args, PROG)
-    if load_start is None:
-        return 2
-    os.makedirs(args.out_dir, exist_ok=True)
-    limit_mb = memory_limit_mb(args)
-    started = time.time()
-    results, checks = [], {}
-    with tqdm(total=len(args.lengths) * len(MODELS), desc=PROG, unit="model", dynamic_ncols=True) as progress:
-        for length in sorted(args.lengths):
-            cases = [MLMStepCase(impl=impl, length=length, global_tokens=0, batch=args.batch, window=args.window,
-                                 layers=args.layers, heads=args.heads, head_dim=args.hidden // args.heads,
-                                 vocab=args.vocab, hidden_dropout=args.dropout,
-                                 attention_dropout=args.attention_dropout, seed=args.seed, repeats=args.repeats,
-                                 threads=args.threads, time_cap=args.time_cap, memory_limit_mb=limit_mb)
-                     for impl in MODELS]
-            progress.set_postfix_str(f"N={length}: checking that both models give the same loss")
-            ours, theirs, logit_difference = loss_check(cases[0])
-            difference = abs(ours - theirs) / abs(theirs) if theirs else float("inf")
-            checks[length] = {"longformer_loss": ours, "transformers_loss": theirs, "relative_difference": difference,
-                              "max_logit_difference": logit_difference}
-            progress.write(f"N={length}: masked-LM loss longformer {ours:.6f}, transformers {theirs:.6f} nats "
-                           f"(relative difference {difference:.2e}, tolerance {args.loss_tolerance:g}; largest "
-                           f"logit difference {logit_difference:.2e})")
-            if not difference <= args.loss_tolerance:  # a NaN fails too
-                print(f"{PROG}: error: at N={length} the two models disagree (relative loss difference "
-                      f"{difference:.3g} > {args.loss_tolerance:g}): the weights did not carry over; nothing timed",
-                      file=sys.stderr)
-                return 1
-            progress.set_postfix_str(f"N={length}: peak memory, then {args.repeats} steps of each side by side")
-            for result in run_side_by_side(cases, quiet_below=args.quiet_below, quiet_wait=args.quiet_wait):
-                if result.status != "ok":
-                    progress.write(f"{result.case.impl} N={length}: {result.status} {result.note}")
-                results.append(result)
-                progress.update(1)
-    return finish_model_report(args, ratio_rows(results), started, MODELS, format_rows, page,
-                               environment={"load_average_at_start": load_start}, loss_checks=checks)
-
+BENCHMARK = model_benchmark.ModelBenchmark(
+    prog="longformer-bench-mlm", build_parser=build_parser, check_args=check_args, impls=MODELS, cases=cases,
+    check=lambda args, cases_at, say: model_benchmark.loss_checks(args, cases_at, say, loss_check, LOSSES),
+    ratio_rows=ratio_rows, format_rows=format_rows, page=mlm_page, prepare=import_models,
+    run_side_by_side=lambda cases, **how: run_side_by_side(cases, **how))  # looked up late: tests replace it
+parse_args, main = BENCHMARK.parse_args, one_line_errors(BENCHMARK.main)
 
 if __name__ == "__main__":
     sys.exit(main())
