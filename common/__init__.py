@@ -4,5 +4,6 @@ Small, dependency-free utilities every other package may use: it imports only th
 library, never torch, fairseq or another package of this project.
 
     atomic       writing files and folders so that no reader sees half of one; folder locks
+    openmp       OpenMP's wait policy, set before torch loads (a busy machine's slowdown)
     provenance   the commit, machine (CPU model), date and load average of a measurement
 """
