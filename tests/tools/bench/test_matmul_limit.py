@@ -1,8 +1,10 @@
-"""``matmul_limit``: the limit is the harmonic combination of the shapes' rates weighted by the
-FLOPs they stand for, and a row's fraction of it follows from its time; on known numbers."""
+"""``matmul_limit``: the rate of plain matmuls at the layer's shapes (once called the limit) is the
+harmonic combination of the shapes' rates weighted by the FLOPs they stand for, and a row's
+fraction of it follows from its time; the table's last column is the fraction of the matmul peak
+(``matmul_peak``); on known numbers."""
 import pytest
 
-from longformer_tools.bench import flops, matmul_limit, ratios
+from longformer_tools.bench import flops, matmul_limit, matmul_peak, ratios
 from longformer_tools.bench.contenders import Case
 from longformer_tools.bench.measure import Result
 
@@ -38,8 +40,8 @@ def test_rows_get_useful_gflops_and_their_fraction_of_the_limit():
     assert torch_row["fraction_of_shape_rate_fwd_bwd"] == pytest.approx(counted.forward_backward / 10e6 / 4.0)
     assert torch_row["fraction_of_shape_rate_fwd"] == pytest.approx(counted.forward / 5e6 / 2.0)
     assert dense_row["useful_gflops_fwd_bwd"] is None and dense_row["fraction_of_shape_rate_fwd_bwd"] is None
-    table = ratios.format_table(rows)
+    table = ratios.format_table(matmul_peak.add_fractions(rows, peak_gflops=8.0))
     line = next(line for line in table.splitlines() if line.split()[:2] == ["64", "torch"])
     assert line.split()[-2:] == [f"{counted.forward_backward / 10e6:.1f}",
-                                 f"{counted.forward_backward / 10e6 / 4.0:.0%}"]
-    assert "matmul limit at N=64: 2.0 GFLOP/s forward, 4.0 forward+backward" in table
+                                 f"{counted.forward_backward / 10e6 / 8.0:.0%}"]
+    assert "rate of plain matmuls at the layer's shapes at N=64: 2.0 GFLOP/s forward, 4.0 forward+backward" in table
