@@ -28,7 +28,7 @@ from ..bench.contenders import CONTENDERS, Case
 from ..bench.measure import MEMORY_HELP, Result
 from ..bench.figure1 import plot, require_matplotlib
 from ..bench.ratios import add_ratios, format_table
-from ..bench.workers import run_side_by_side
+from ..bench.workers import call_in_fresh_process, run_side_by_side
 from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_run_arguments, int_list,
                          load_report, load_at_start, memory_limit_mb, settings, write_report)
 
@@ -200,7 +200,8 @@ def main(argv=None) -> int:
              for length in sorted(args.lengths) for g in args.global_tokens for p in args.dropout
              for impl in args.impls]
     info = environment(args, load_start)
-    peaks = matmul_peak.peaks(args.dtype, args.threads, args.device, args.peak_sizes)
+    # in a forked child: torch's parallel work in this process would hang the workers it forks later
+    peaks = call_in_fresh_process(matmul_peak.peaks, args.dtype, args.threads, args.device, args.peak_sizes)
     results, limits, given_up, busy_results = [], [], {}, []
     started = time.time()
     # one point = the contenders at one length and global-token count, at every rate, timed side
@@ -237,7 +238,8 @@ def main(argv=None) -> int:
                                    f"{result.status} {result.note}")
                 results.append(result)
                 progress.update(1)
-    peaks = matmul_peak.merge(peaks, matmul_peak.peaks(args.dtype, args.threads, args.device, args.peak_sizes))
+    peaks = matmul_peak.merge(peaks, call_in_fresh_process(matmul_peak.peaks, args.dtype, args.threads, args.device,
+                                                           args.peak_sizes))
     rows = matmul_limit.add_efficiency(add_ratios(results), limits, sizes)
     matmul_peak.add_fractions(rows, peaks[args.dtype]["gflops"])
     print(format_table(rows))
