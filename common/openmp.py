@@ -16,7 +16,6 @@ recipes export the same values (recipes/env_flags.sh) for fairseq-train, which i
 before it loads the plugin. Child processes (benchmark workers) inherit the environment.
 """
 import os
-import sys
 from typing import Dict, MutableMapping, Optional
 
 # libgomp: spin this many iterations (tens of microseconds) before sleeping, instead of 300,000
@@ -32,9 +31,3 @@ def apply_defaults(environ: Optional[MutableMapping[str, str]] = None) -> Dict[s
         return {}
     environ.update(DEFAULTS)
     return dict(DEFAULTS)
-
-
-def too_late() -> bool:
-    """Whether torch (and so its OpenMP runtime) was imported before ``apply_defaults`` could
-    take effect in this process."""
-    return "torch" in sys.modules
