@@ -32,6 +32,8 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=recipes/openmp_env.sh
+source "$REPO/recipes/openmp_env.sh"  # OpenMP wait policy before any torch process
 cd "$REPO"
 WORK="${WORK:-work}"
 MAX_UPDATE="${MAX_UPDATE:-2000}"

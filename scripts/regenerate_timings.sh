@@ -18,6 +18,14 @@
 #   figure1_cpu            Figure 1 on the CPU, N = 512 .. 8,192, 0 and 8 global tokens   about 300 s
 #                          (N = 16,384 alone takes 10 minutes more: `longformer-bench --lengths 16384 ...`)
 #   core_dropout           attention dropout's cost in the core, fused and eager mask, 15 rounds  about 40 s
+#   attention_layer_4096_busy  the same layer, ours against dense SDPA, quiet and then beside one
+#                          spin process (--busy 1): each one's slowdown, ours' speedup over dense
+#                          in both conditions, 7 rounds                             about 150 s
+#   train_step_quickstart_busy.json  the main job's model (recipes/quickstart.sh: 3 layers x 128,
+#                          1,024 tokens, batch 2), ours against a dense-SDPA RoBERTa, a training
+#                          step's tokens/s quiet and beside one spin process, 7 steps   about 60 s
+# Every longformer-bench page states its fractions against the matmul peak measured in the same
+# run (large square products); a fraction above 100% stops that command (exit 3, nothing written).
 # Not re-measured here (each takes 10-60 minutes; their pages say the commit they ran on): the
 # char-LM step, the LED encoder and the masked-LM step (charlm_step_*, led_encoder_*, mlm_step_4096).
 set -euo pipefail
@@ -35,13 +43,17 @@ load=(--load-wait "${LOAD_WAIT:-600}")
 [[ "${ALLOW_LOAD:-0}" == 1 ]] && load+=(--allow-load)
 
 if [[ "${SMOKE:-0}" == 1 ]]; then
-  layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0)
-  figure=(--lengths 128,256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0)
+  layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
+  figure=(--lengths 128,256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
   core=(--length 256 --heads 2 --head-dim 16 --window 16 --rounds 5 --quiet-below 99)
+  busy_layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
+  train=(--size tiny --repeats 5)
 else
   layer=(--lengths 4096 --time-cap 60 --quiet-wait 60)
   figure=(--lengths 512,1024,2048,4096,8192 --time-cap 60 --quiet-wait 60)
   core=(--rounds 15)
+  busy_layer=(--lengths 4096 --time-cap 60 --quiet-wait 60 --repeats 7)
+  train=(--size quickstart --repeats 7)
 fi
 
 stage() {
@@ -59,6 +71,16 @@ longformer-bench "${figure[@]}" "${load[@]}" --impls dense torch hf --global-tok
 stage core_dropout
 python3 -m longformer_tools.bench.core_dropout "${core[@]}" "${load[@]}" --json "$OUT/core_dropout.json" \
   --markdown "$OUT/core_dropout.md"
+
+stage attention_layer_4096_busy
+longformer-bench "${busy_layer[@]}" "${load[@]}" --impls dense torch --global-tokens 0 --dropout 0 --device cpu \
+  --output-projection --busy 1 --out-dir "$OUT" --name attention_layer_4096_busy \
+  --markdown "$OUT/attention_layer_4096_busy.md"
+
+stage train_step_quickstart_busy
+rm -f "$OUT/train_step_quickstart_busy.json"  # train-steps writes only a new file
+longformer-bench train-steps "${train[@]}" "${load[@]}" --device cpu --rows longformer_mlm,roberta_sdpa_mlm \
+  --checkpointing off --max-batch 2 --threads 2 --busy 1 --out "$OUT/train_step_quickstart_busy.json"
 
 if [[ "$OUT" == docs/results ]]; then
   stage "every page against its data"

@@ -8,7 +8,8 @@ defaults, so rendering a page needs the command's parser. Kept here (the command
 import argparse
 
 from . import results_page
-from .bench_args import add_page_arguments, add_run_arguments
+from . import matmul_peak
+from .bench_args import add_page_arguments, add_run_arguments, int_list
 from .contenders import CONTENDERS
 from .led_encoder import ENCODERS
 from .lm_step import MODELS as LM_MODELS
@@ -63,6 +64,13 @@ def figure1_parser(description: str = "") -> argparse.ArgumentParser:
                         help="end every contender in the output projection (a whole attention "
                              "block); default: stop at the heads' output, as Hugging Face's "
                              "LongformerSelfAttention does")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="also time every point beside N pure-Python spin processes (started and killed by "
+                             "the benchmark) and report each contender's slowdown and speedup over dense, quiet "
+                             "and busy (default 0: quiet only)")
+    parser.add_argument("--peak-sizes", type=int_list, default=list(matmul_peak.SIZES),
+                        help="n of the square products that measure the matmul peak, e.g. '2048,4096' (default "
+                             + ",".join(map(str, matmul_peak.SIZES)) + ")")
     add_page_arguments(parser, redraws=", re-draw <JSON minus .json>.png")
     parser.epilog += ("\n\nWhole training steps instead (tokens/s, peak memory, MFU; CUDA or tiny on CPU): "
                       "longformer-bench train-steps --help")

@@ -1,21 +1,21 @@
-"""The machine's matmul limit at each point of ``longformer-bench``, measured in the same run, and
-every contender's useful GFLOP/s as a fraction of it.
+"""The rate of plain matmuls at the layer's shapes at each point of ``longformer-bench``,
+measured in the same run, and every contender's useful GFLOP/s beside it. (It was once called
+the "matmul limit"; it is not one: the layer's fused work can beat plain matmuls of its small
+shapes. The ceiling is the machine's matmul peak, ``matmul_peak``.)
 
 A worker with the contenders' thread count, device and dtype times plain matmuls at the layer's
 own shapes (``limit_shapes``: the projections' GEMM, its weight gradient, the PyTorch
 path's band matmuls). It is one more worker of the point's round-robin (``workers``), so a busy
-spell of a shared machine slows it as much as the contenders. The limit of a call (forward, or
+spell of a shared machine slows it as much as the contenders. The rate of a call (forward, or
 forward+backward) is the harmonic combination of the shapes' measured rates r_i (FLOPs of one
 timed matmul / its time), each weighted by the useful FLOPs W_i of the layer that shape stands
 for:
 
-    limit time = sum_i W_i / r_i,        limit GFLOP/s = sum_i W_i / limit time
+    shape time = sum_i W_i / r_i,        shape rate GFLOP/s = sum_i W_i / shape time
 
-the time the layer's useful work takes when every part of it runs as fast as the machine runs
-plain matmuls of its shape (harmonic, not arithmetic: times add, rates do not). The worker
-answers each timed call with that limit time, so the median of --repeats calls is taken as for a
-contender, and a contender's fraction of the limit = limit time / its time = its useful GFLOP/s
-/ limit GFLOP/s. No memory is measured for it.
+(harmonic, not arithmetic: times add, rates do not). The worker answers each timed call with
+that time, so the median of --repeats calls is taken as for a contender. No memory is measured
+for it.
 """
 import time
 from dataclasses import dataclass, fields, replace
@@ -34,10 +34,11 @@ FLOPS_DEFINITION = (
     "all N rows and q_g over the G global rows; the output projection when included) plus 4*D per "
     "head for every attended pair (q.k and p.v): the band |i-j| <= w clipped at the sequence ends and "
     "the global rows and columns, each pair once; forward+backward = 3x forward. Useful GFLOP/s = "
-    "useful FLOPs / median time; limit GFLOP/s = the same FLOPs over the time plain fp32 matmuls at "
-    "the layer's shapes (projection GEMM, its weight gradient, the band's batched matmuls) take, each "
-    "shape weighted by the FLOPs it stands for (a harmonic combination), timed in the same round-robin "
-    "with the same threads; fraction of limit = useful GFLOP/s / limit GFLOP/s")
+    "useful FLOPs / median time; rate of plain matmuls at the layer's shapes (shape_rate GFLOP/s) = the "
+    "same FLOPs over the time plain matmuls at the layer's shapes (projection GEMM, its weight gradient, "
+    "the band's batched matmuls) take, each shape weighted by the FLOPs it stands for (a harmonic "
+    "combination), timed in the same round-robin with the same threads: not a ceiling; the ceiling is "
+    "the matmul peak (peak_definition)")
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def layer_flops(case: Case) -> flops.LayerFlops:
 
 @dataclass
 class MatmulCase(Case):
-    """The limit's worker at one point (length, global tokens): the contenders' sizes, threads,
+    """The shape rates' worker at one point (length, global tokens): the contenders' sizes, threads,
     device and dtype; its ``impl`` is ``IMPL``."""
 
     measures_memory: ClassVar[bool] = False
@@ -113,7 +114,7 @@ class MatmulCase(Case):
 
 
 class MatmulRunner:
-    """Answers ``timed("fwd")`` / ``timed("fwd_bwd")`` with the limit time in ms of that call
+    """Answers ``timed("fwd")`` / ``timed("fwd_bwd")`` with the shape time in ms of that call
     (module docstring): each shape with a weight in the call is timed once.
 
     Operands are views of three buffers allocated once, sized for the largest shape (fresh large
@@ -143,7 +144,7 @@ class MatmulRunner:
         return time.perf_counter() - start
 
     def timed(self, call: str) -> float:
-        """The limit time of ``call`` ("fwd" or "fwd_bwd") in ms: sum of W_i * t_i / FLOPs_i."""
+        """The shape time of ``call`` ("fwd" or "fwd_bwd") in ms: sum of W_i * t_i / FLOPs_i."""
         seconds = 0.0
         for index, shape in enumerate(self.shapes):
             weight = shape.forward_weight + (shape.backward_weight if call == "fwd_bwd" else 0)
@@ -152,13 +153,13 @@ class MatmulRunner:
         return seconds * 1e3
 
     def first_timing(self) -> Optional[str]:
-        """Never too slow: the worker's time is the contenders' limit, not a contender's."""
+        """Never too slow: the worker's time is a reference, not a contender's."""
         self.timed("fwd_bwd")
         return None
 
 
 def limit_case(sizes: Case, length: int, global_tokens: int) -> MatmulCase:
-    """The limit's worker at one point, with the sizes, threads, device and dtype of ``sizes``."""
+    """The shape rates' worker at one point, with the sizes, threads, device and dtype of ``sizes``."""
     same = {f.name: getattr(sizes, f.name) for f in fields(Case)}
     return MatmulCase(**{**same, "impl": IMPL, "length": length, "global_tokens": global_tokens, "dropout": None})
 
@@ -168,20 +169,20 @@ def _gflops(useful: int, ms: Optional[float]) -> Optional[float]:
 
 
 def limit_row(result: Result) -> dict:
-    """The JSON entry of one point's limit: the worker's timed calls (ms) and the limit in GFLOP/s
+    """The JSON entry of one point's shape rate: the worker's timed calls (ms) and the rate in GFLOP/s
     of the forward and of the forward+backward."""
     counted = layer_flops(result.case)
     return {"length": result.case.length, "global_tokens": result.case.global_tokens, "status": result.status,
             "note": result.note, "fwd_ms": result.fwd_ms, "fwd_bwd_ms": result.fwd_bwd_ms,
             "fwd_ms_all": result.fwd_ms_all, "fwd_bwd_ms_all": result.fwd_bwd_ms_all,
-            "limit_gflops_fwd": _gflops(counted.forward, result.fwd_ms),
-            "limit_gflops_fwd_bwd": _gflops(counted.forward_backward, result.fwd_bwd_ms),
+            "shape_rate_gflops_fwd": _gflops(counted.forward, result.fwd_ms),
+            "shape_rate_gflops_fwd_bwd": _gflops(counted.forward_backward, result.fwd_bwd_ms),
             "busy_cores_before": result.busy_cores_before}
 
 
 def add_efficiency(rows: List[dict], limits: List[dict], sizes: Case) -> List[dict]:
     """Give every contender row (``ratios.add_ratios``) its useful FLOPs, useful GFLOP/s, the
-    limit of its point (``limit_row``) and its fraction of it, forward and forward+backward.
+    shape rate of its point (``limit_row``) and its fraction of it, forward and forward+backward.
     ``sizes``: a case of the run (batch, heads, head dim, window, output projection); a missing
     time or limit gives None."""
     by_point = {(limit["length"], limit["global_tokens"]): limit for limit in limits}
@@ -190,9 +191,9 @@ def add_efficiency(rows: List[dict], limits: List[dict], sizes: Case) -> List[di
         limit = by_point.get((row["length"], row["global_tokens"]), {})
         for call, useful in (("fwd", counted.forward), ("fwd_bwd", counted.forward_backward)):
             achieved = _gflops(useful, row[f"{call}_ms"])
-            ceiling = limit.get(f"limit_gflops_{call}")
+            ceiling = limit.get(f"shape_rate_gflops_{call}")
             row[f"useful_flops_{call}"] = useful
             row[f"useful_gflops_{call}"] = achieved
-            row[f"limit_gflops_{call}"] = ceiling
-            row[f"fraction_of_limit_{call}"] = achieved / ceiling if achieved and ceiling else None
+            row[f"shape_rate_gflops_{call}"] = ceiling
+            row[f"fraction_of_shape_rate_{call}"] = achieved / ceiling if achieved and ceiling else None
     return rows

@@ -61,22 +61,25 @@ def row_order(row: dict):
 
 
 def limit_lines(rows: List[dict]) -> List[str]:
-    """One line per length: the matmul limit of the rows' point (``matmul_limit``), if measured."""
+    """One line per length: the rate of plain matmuls at the layer's shapes of the rows' point
+    (``matmul_limit``), if measured; an older run's rows call it limit_gflops."""
     lines = []
     for length in sorted({r["length"] for r in rows}):
-        limit = next((r for r in rows if r["length"] == length and r.get("limit_gflops_fwd_bwd")), None)
-        if limit is not None:
-            lines.append(f"N={length}: {fmt(limit['limit_gflops_fwd'], '{:.1f}')} GFLOP/s forward, "
-                         f"{fmt(limit['limit_gflops_fwd_bwd'], '{:.1f}')} forward+backward")
+        for prefix in ("shape_rate_gflops", "limit_gflops"):
+            rate = next((r for r in rows if r["length"] == length and r.get(f"{prefix}_fwd_bwd")), None)
+            if rate is not None:
+                lines.append(f"N={length}: {fmt(rate[f'{prefix}_fwd'], '{:.1f}')} GFLOP/s forward, "
+                             f"{fmt(rate[f'{prefix}_fwd_bwd'], '{:.1f}')} forward+backward")
+                break
     return lines
 
 
 def format_table(rows: List[dict]) -> str:
     """One block per global-token count: a line per (length, dropout rate, contender), then the
-    matmul limit of each length."""
+    rate of plain matmuls at the layer's shapes of each length."""
     header = (f"{'N':>6} {'impl':>6} {'p':>4} {'status':>8} {'fwd ms':>9} {'fwd+bwd ms':>11} {'fwd MB':>8} "
               f"{'f+b MB':>8} {'xHF f+b':>8} {'xDense f+b':>10} {'mem/HF':>7} {'mem/dense':>9} {'|diff|':>8} "
-              f"{'busy':>5} {'GFLOP/s':>8} {'limit':>6}")
+              f"{'busy':>5} {'GFLOP/s':>8} {'peak':>6}")
     lines = []
     for global_tokens in sorted({r["global_tokens"] for r in rows}):
         block = [r for r in rows if r["global_tokens"] == global_tokens]
@@ -84,7 +87,7 @@ def format_table(rows: List[dict]) -> str:
                      "their time / this time at the same p; mem/HF, mem/dense: this peak / their peak, "
                      "forward+backward; |diff|: largest output difference to the other contenders (eval mode); "
                      "busy: cores used by other work just before timing; GFLOP/s: useful FLOPs per second, "
-                     "forward+backward; limit: that as a fraction of the machine's matmul limit)")
+                     "forward+backward; peak: that as a fraction of the machine's matmul peak measured in the run)")
         lines.append(header)
         lines.append("-" * len(header))
         for row in sorted(block, key=row_order):
@@ -101,8 +104,8 @@ def format_table(rows: List[dict]) -> str:
                 f"{fmt(row['max_abs_diff_vs_others'], '{:.0e}'):>8} "
                 f"{fmt(row['busy_cores_before'], '{:.1f}'):>5} "
                 f"{fmt(row.get('useful_gflops_fwd_bwd'), '{:.1f}'):>8} "
-                f"{fmt(row.get('fraction_of_limit_fwd_bwd'), '{:.0%}'):>6}")
-        lines += [f"matmul limit at {line}" for line in limit_lines(block)]
+                f"{fmt(row.get('fraction_of_peak_fwd_bwd'), '{:.0%}'):>6}")
+        lines += [f"rate of plain matmuls at the layer's shapes at {line}" for line in limit_lines(block)]
     notes = sorted({f"{r['impl']} N={r['length']} G={r['global_tokens']}"
                     + (f" p={r['dropout']:g}" if r.get("dropout") is not None else "") + f": {r['status']}: {r['note']}"
                     for r in rows if r["status"] not in ("ok",)})

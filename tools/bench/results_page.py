@@ -16,6 +16,7 @@ from typing import List, Optional, Sequence
 from longformer_common.provenance import provenance_line
 from longformer_common.quiet import load_banner
 from longformer_common.staleness import CPU_MODEL_CODE, stale_banner
+from . import busy_mode
 from .ratios import limit_lines, row_order
 
 # flags that say what to do with a run, not how it was measured: never part of the command
@@ -70,7 +71,11 @@ def _header(title: str, prog: str, parser, report: dict, json_path: str, markdow
         f"{settings['threads']} thread(s) per worker" if "threads" in settings else "",
         f"1-minute load average at {load_text}" if load_text else "",
         f"{env['seconds']:,.0f} s" if env.get("seconds") else "") if part)
-    banners = [load_banner(load[0], load[1]), stale_banner((report.get("provenance") or {}).get("commit"), CPU_MODEL_CODE)]
+    # a --busy run's own spin processes are in its end load: only the start says whether others' work shared it
+    own_load = bool(settings.get("busy"))
+    if own_load and load_text:
+        load_text += f" (the end includes the run's own {settings['busy']} spin process(es))"
+    banners = [load_banner(load[0], None if own_load else load[1]), stale_banner((report.get("provenance") or {}).get("commit"), CPU_MODEL_CODE)]
     return [
         f"# {title}", "", *[line for banner in banners if banner for line in (banner, "")],
         "Written by this command (it measures again; minutes to hours on a CPU):", "",
@@ -109,23 +114,39 @@ def _timed(row: dict) -> str:
 
 
 def _limit(row: dict, limits: Sequence[dict]) -> str:
-    """The row's fraction of the matmul limit: "median (min-max)" over the rounds, else the stored one."""
+    """An older run's "fraction of the matmul limit" (the old definition: plain matmuls at the
+    layer's shapes): "median (min-max)" over the rounds, else the stored one."""
     rounds = limit_fractions(row, limits) or []
     if len(rounds) > 1 and row.get("fraction_of_limit_fwd_bwd"):
         return _spread([100 * f for f in rounds], "{:.0f}", "%")
     return _number(row.get("fraction_of_limit_fwd_bwd"), "{:.0%}")
 
 
+def _of_peak(row: dict) -> str:
+    """The row's fraction of the matmul peak: "median (min-max)" over its timed calls."""
+    calls = row.get("fraction_of_peak_fwd_bwd_all") or []
+    if len(calls) > 1:
+        return _spread([100 * f for f in calls], "{:.0f}", "%")
+    return _number(row.get("fraction_of_peak_fwd_bwd"), "{:.0%}")
+
+
 def limit_fractions(row: dict, limits: Sequence[dict]) -> Optional[List[float]]:
-    """The row's fraction of the matmul limit in each round of forward+backward calls: the limit
-    worker's time for the same useful FLOPs over the row's time, round by round (the workers run
-    round-robin, so call i of each is one round). None where the run stored no per-call times."""
+    """The row's fraction of an older run's matmul limit in each round of forward+backward calls:
+    the limit worker's time for the same useful FLOPs over the row's time, round by round (the
+    workers run round-robin, so call i of each is one round). None where the run stored no
+    per-call times."""
     limit = next((m for m in limits if (m["length"], m["global_tokens"]) == (row["length"], row["global_tokens"])),
                  None)
     mine, theirs = row.get("fwd_bwd_ms_all"), (limit or {}).get("fwd_bwd_ms_all")
     if not mine or not theirs or len(mine) != len(theirs):
         return None
     return [limit_ms / ms for limit_ms, ms in zip(theirs, mine)]
+
+
+def peak_line(peaks: dict) -> str:
+    """"Matmul peak: 95.1 GFLOP/s float32 (n = 4,096), 180.2 bfloat16 (n = 2,048)." from the JSON's matmul_peak."""
+    return "Matmul peak measured in the run: " + ", ".join(
+        f"{p['gflops']:.1f} GFLOP/s {dtype} (n = {p['size']:,})" for dtype, p in peaks.items()) + "."
 
 
 def _notes(rows: Sequence[dict]) -> List[str]:
@@ -139,6 +160,7 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
                  png_path: Optional[str] = None) -> str:
     """The page of ``longformer-bench``: the plot, then a table per global-token count."""
     s = report["settings"]
+    peaks = report.get("matmul_peak")  # None: a run from before the peak (old "of limit" column)
     lines = _header(f"Self-attention speed and memory, {s['device']}, {s['dtype']}", "longformer-bench",
                     parser, report, json_path, markdown_path)
     lines += [f"B = {s['batch']}, {s['heads']} heads, head dim {s['head_dim']}, one-sided window w = {s['window']} "
@@ -148,9 +170,14 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
               "module, hf = transformers' LongformerSelfAttention; p = their attention-dropout rate (training "
               "mode), speedups against the baselines at the same p. fwd+bwd ms: median (min-max) of the "
               f"{s['repeats']} timed calls. Useful GFLOP/s: the layer's useful FLOPs (longformer_tools.flops) "
-              "of a forward+backward over its median time; of limit: the matmul limit's time for the same "
-              "work (plain matmuls at the layer's shapes, timed in the same rounds) over the layer's, median "
-              "(min-max) over the rounds.", ""]
+              "of a forward+backward over its median time; " + (
+                  "of peak: that over the machine's matmul peak (large square products, same dtype and threads, "
+                  "measured in the same run), median (min-max) over the timed calls." if peaks else
+                  "of limit (old definition, not a ceiling): the time plain matmuls at the layer's shapes take "
+                  "for the same work over the layer's, median (min-max) over the rounds; this run predates the "
+                  "matmul peak, so the column can pass 100%."), ""]
+    if peaks:
+        lines += [peak_line(peaks), ""]
     if png_path:
         relative = os.path.relpath(png_path, os.path.dirname(markdown_path) or ".")
         lines += [f"![time and peak memory against sequence length]({relative})", ""]
@@ -158,7 +185,8 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
     for global_tokens in sorted({r["global_tokens"] for r in rows}):
         lines += [f"## {global_tokens} global tokens", "",
                   "| N | contender | p | status | fwd ms | fwd+bwd ms | fwd MB | fwd+bwd MB | speedup vs hf | "
-                  "speedup vs dense | memory vs hf | memory vs dense | useful GFLOP/s | of limit |",
+                  "speedup vs dense | memory vs hf | memory vs dense | useful GFLOP/s | "
+                  + ("of peak |" if peaks else "of limit (old definition) |"),
                   "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         block = [r for r in rows if r["global_tokens"] == global_tokens]
         for row in sorted(block, key=row_order):
@@ -172,9 +200,11 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
                 _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_hf"), "{:.2f}"),
                 _number(ratios.get("peak_fwd_bwd_mem_ratio_vs_dense"), "{:.2f}"),
                 _number(row.get("useful_gflops_fwd_bwd"), "{:.1f}"),
-                _limit(row, report.get("matmul_limits", []))]) + " |")
+                _of_peak(row) if peaks else _limit(row, report.get("matmul_limits", []))]) + " |")
         limits = limit_lines(block)
-        lines += [""] + ([f"Matmul limit at {'; '.join(limits)}.", ""] if limits else [])
+        label = "Rate of plain matmuls at the layer's shapes (not a ceiling)" if peaks else "Matmul limit (old definition)"
+        lines += [""] + ([f"{label} at {'; '.join(limits)}.", ""] if limits else [])
+    lines += busy_mode.page_lines(report)
     lines += _notes(rows)
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -43,6 +43,11 @@ SIZES = {
     "tiny": {"mlm": dict(length=128, layers=2, heads=2, head_dim=16, vocab=500, window=8),
              "led": dict(length=128, layers=2, heads=2, head_dim=16, ffn=64, vocab=500, window=8),
              "lm": dict(length=128, heads=2, head_dim=16), "matmul": 256},  # longformer_lm_small's 12 layers, narrow
+    # recipes/quickstart.sh's model (3 layers x 128, 4 heads, 1,024 tokens, 8,000 pieces; its windows
+    # 2,8,64 here one window of 64); LED and char-LM rows as at the tiny sizes
+    "quickstart": {"mlm": dict(length=1024, layers=3, heads=4, head_dim=32, vocab=8000, window=64),
+                   "led": dict(length=128, layers=2, heads=2, head_dim=16, ffn=64, vocab=500, window=8),
+                   "lm": dict(length=128, heads=2, head_dim=16), "matmul": 1024},
 }
 FILL = 0.5  # stop doubling once a step's peak passes this share of the GPU's memory
 
@@ -268,3 +273,29 @@ def format_row(row: dict) -> str:
     return (f"{row['name']:18} {row['length']:>6} {'on' if row['checkpointing'] else 'off':>4} {row['batch']:>5} "
             f"{cell(row['step_ms_median'], '9.1f')} {cell(row['tokens_per_s'], '10.0f')} "
             f"{cell(row['peak_mb'], '8.0f')} {cell(row['mfu'], '6.1%')}  {row['status']} {row['note']}")
+
+
+def busy_summary(quiet: List[dict], busy: List[dict]) -> List[dict]:
+    """Per row measured ok in both conditions: tokens/s quiet and busy (from the median step) and
+    slowdown = quiet tokens/s / busy tokens/s, with its range from the steps' min and max."""
+    by_key = {(r["name"], r["checkpointing"]): r for r in busy}
+    entries = []
+    for q in quiet:
+        b = by_key.get((q["name"], q["checkpointing"]))
+        if b is None or q["status"] != "ok" or b["status"] != "ok" or not q["tokens_per_s"] or not b["tokens_per_s"]:
+            continue
+        entries.append({"name": q["name"], "checkpointing": q["checkpointing"], "length": q["length"],
+                        "batch": q["batch"], "tokens_per_s_quiet": q["tokens_per_s"], "tokens_per_s_busy": b["tokens_per_s"],
+                        "slowdown": q["tokens_per_s"] / b["tokens_per_s"],
+                        "slowdown_min": b["step_ms_min"] / q["step_ms_max"], "slowdown_max": b["step_ms_max"] / q["step_ms_min"],
+                        "repeats": min(q["repeats"], b["repeats"])})
+    return entries
+
+
+def format_busy(entries: List[dict]) -> List[str]:
+    """The printed table of ``busy_summary``."""
+    lines = [f"{'row':18} {'ckpt':>4} {'quiet tok/s':>12} {'busy tok/s':>11} {'slowdown (min-max)':>20}"]
+    for e in entries:
+        lines.append(f"{e['name']:18} {'on' if e['checkpointing'] else 'off':>4} {e['tokens_per_s_quiet']:>12,.0f} "
+                     f"{e['tokens_per_s_busy']:>11,.0f} {e['slowdown']:>8.2f} ({e['slowdown_min']:.2f}-{e['slowdown_max']:.2f})")
+    return lines

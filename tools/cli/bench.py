@@ -6,9 +6,11 @@ included, up to the heads' output (Hugging Face's LongformerSelfAttention bounda
 --output-projection adds the output projection to every contender): full self-attention (dense SDPA with the Longformer
 pattern as a boolean mask), our module with each implementation, and Hugging Face's
 LongformerSelfAttention, each at every --dropout rate (attention dropout in training mode).
-Beside them a worker times plain matmuls at the layer's own shapes: the machine's matmul limit,
-against which every row's useful GFLOP/s is reported as a fraction (``longformer_tools/flops.py``,
-``bench/matmul_limit.py``). Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
+Every row's useful GFLOP/s is reported as a fraction of the machine's matmul peak, measured in
+the same run (large square products, ``bench/matmul_peak.py``; a fraction above 100% stops the
+run as a measurement bug); beside it a worker times plain matmuls at the layer's own shapes
+(``bench/matmul_limit.py``: a rate, not a ceiling). With --busy N each point is timed again
+beside N spin processes (``bench/busy_mode.py``). Writes a table to stdout, ``<name>.json`` and ``<name>.png`` to
 --out-dir, and with --markdown PATH the results page (the plot needs matplotlib: pip install
 'fairseq-longformer[bench]'). The measuring code is in the package ``longformer_tools/bench/``.
 """
@@ -23,13 +25,13 @@ import torch
 
 from longformer_common.cli import one_line_errors
 
-from ..bench import matmul_limit, results_page
+from ..bench import busy_mode, matmul_limit, matmul_peak, results_page
 from ..bench.contenders import CONTENDERS, Case
 from ..bench.measure import Result
 from ..bench.figure1 import plot, require_matplotlib
 from ..bench.ratios import add_ratios, format_table
 from ..bench.commands import CPU_LENGTHS, GPU_LENGTHS, figure1_page, figure1_parser
-from ..bench.workers import run_side_by_side
+from ..bench.workers import call_in_fresh_process, run_side_by_side
 from ..bench.bench_args import (check_dropout, check_run_arguments, load_at_start, load_report, memory_limit_mb,
                                 resolve_device, settings, write_report)
 
@@ -55,6 +57,12 @@ def parse_args(argv=None):
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if any(g < 0 for g in args.global_tokens):
         parser.error("--global-tokens must be >= 0")
+    if args.busy < 0:
+        parser.error(f"--busy must be >= 0 (spin processes), got {args.busy}")
+    if args.busy and "dense" not in args.impls:
+        parser.error("--busy compares every contender with dense: add dense to --impls")
+    if not args.peak_sizes or min(args.peak_sizes) < 1:
+        parser.error("--peak-sizes must be >= 1")
     check_dropout(parser, "--dropout", args.dropout)
     return args
 
@@ -136,7 +144,9 @@ def main(argv=None) -> int:
              for length in sorted(args.lengths) for g in args.global_tokens for p in args.dropout
              for impl in args.impls]
     info = environment(args, load_start)
-    results, limits, given_up = [], [], {}
+    # in a forked child: torch's parallel work in this process would hang the workers it forks later
+    peaks = call_in_fresh_process(matmul_peak.peaks, args.dtype, args.threads, args.device, args.peak_sizes)
+    results, limits, given_up, busy_results = [], [], {}, []
     started = time.time()
     # one point = the contenders at one length and global-token count, at every rate, timed side
     # by side with the matmul limit's worker
@@ -158,6 +168,9 @@ def main(argv=None) -> int:
             limit, *timed = run_side_by_side([matmul_limit.limit_case(sizes, length, global_tokens)] + to_run,
                                              quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
             limits.append(matmul_limit.limit_row(limit))
+            if args.busy:  # the same contenders again, right away, beside the competing load
+                ran = [c for c, r in zip(to_run, timed) if r.status == "ok"]
+                busy_results += busy_mode.time_beside_load(ran, args.busy)
             measured = {(c.impl, c.dropout): r for c, r in zip(to_run, timed)}
             for case in point:
                 key = (case.impl, case.dropout)
@@ -169,11 +182,27 @@ def main(argv=None) -> int:
                                    f"{result.status} {result.note}")
                 results.append(result)
                 progress.update(1)
+    peaks = matmul_peak.merge(peaks, call_in_fresh_process(matmul_peak.peaks, args.dtype, args.threads, args.device,
+                                                           args.peak_sizes))
     rows = matmul_limit.add_efficiency(add_ratios(results), limits, sizes)
+    matmul_peak.add_fractions(rows, peaks[args.dtype]["gflops"])
     print(format_table(rows))
+    print("\n" + results_page.peak_line(peaks))
+    wrong = matmul_peak.check_fractions(rows)
+    if wrong:
+        print(f"longformer-bench: error: {wrong}", file=sys.stderr)
+        return 3
+    busy = {}
+    if args.busy:
+        busy_rows = add_ratios(busy_results)
+        busy = {"busy_results": busy_rows, "busy_summary": busy_mode.summary(rows, busy_rows),
+                "busy_definition": busy_mode.BUSY_DEFINITION.format(processes=args.busy)}
+        print("\n" + "\n".join(busy_mode.table_lines(busy["busy_summary"])))
 
-    json_path = write_report(args, rows, started, environment=info, matmul_limits=limits,
-                             flops_definition=matmul_limit.FLOPS_DEFINITION)
+    json_path = write_report(args, rows, started, environment=info, matmul_peak=peaks, matmul_shape_rates=limits,
+                             flops_definition=matmul_limit.FLOPS_DEFINITION,
+                             peak_definition=matmul_peak.PEAK_DEFINITION.format(
+                                 repeats=matmul_peak.REPEATS, sizes=args.peak_sizes), **busy)
     png_path = os.path.join(args.out_dir, args.name + ".png")
     plot(rows, png_path, plot_title(settings(args), info))
     if args.markdown:

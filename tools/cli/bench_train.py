@@ -4,6 +4,10 @@ transformers' LongformerForMaskedLM and a RoBERTa with dense SDPA attention at 4
 LED-large encoder at 16,384 and the char-LM at its longest phase: tokens/s, peak memory, MFU
 against the bf16 matmul rate measured in the same run. On the CPU the same code at tiny sizes.
 The measuring code is ``longformer_tools/bench/train_steps.py``; the FLOP count ``longformer_tools/flops.py``.
+With --busy N every row is measured again beside N spin processes (``bench/competing_load.py``)
+and each row's slowdown (quiet tokens/s / busy tokens/s) reported; --size quickstart is
+recipes/quickstart.sh's model (e.g. --rows longformer_mlm,roberta_sdpa_mlm --checkpointing off
+--max-batch 2 --repeats 5 --busy 1: the main job's training step quiet and busy).
 """
 import argparse
 import json
@@ -14,10 +18,12 @@ import time
 
 import torch
 
+from longformer_common import quiet
 from longformer_common.provenance import cpu_model, provenance
 
 from ..bench import train_steps
 from ..bench.bench_args import resolve_device
+from ..bench.competing_load import competing_load
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds a row's batch search may take before it stops doubling (default 60)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads of torch during the run (default: 1 at the tiny sizes, torch's own otherwise)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="measure every row again beside N pure-Python spin processes (started and killed "
+                             "here) and report each row's slowdown (default 0: quiet only)")
     parser.add_argument("--out", default=None, help="write the JSON report here (a new file)")
+    quiet.add_load_arguments(parser)
     return parser
 
 
@@ -54,6 +64,8 @@ def parse_args(argv=None):
     if any(m not in modes for m in args.checkpointing.split(",")):
         parser.error(f"--checkpointing takes off, on or off,on, got {args.checkpointing!r}")
     args.checkpointing = [modes[m] for m in args.checkpointing.split(",")]
+    if args.busy < 0:
+        parser.error(f"--busy must be >= 0 (spin processes), got {args.busy}")
     if args.max_batch < 1 or args.repeats < 1:
         parser.error("--max-batch and --repeats must be >= 1")
     if args.out and os.path.exists(args.out):
@@ -63,6 +75,9 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    load_start = quiet.load_at_start("longformer-bench train-steps", [args.out], args.load_wait, args.allow_load)
+    if load_start is None:
+        return 2
     device = torch.device(args.device)
     started = time.time()
     print(train_steps.HEADER)
@@ -71,6 +86,7 @@ def main(argv=None) -> int:
         **provenance(),  # the commit (COMMIT where no .git travels), CPU, date and load at the start
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model() or "cpu",
         "torch": torch.__version__, "python": platform.python_version(),
+        "load_average_at_start": load_start,
         "threads": args.threads or (1 if args.size == "tiny" else threads),
         "command": "longformer-bench train-steps " + " ".join(sys.argv[2:] if argv is None else argv)}
 
@@ -86,6 +102,16 @@ def main(argv=None) -> int:
     try:
         report = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch, args.repeats,
                                  args.time_cap, save=save)
+        if args.busy:
+            print(f"again beside {args.busy} spin process(es):")
+            bound = 600 + 4 * args.time_cap * len(args.rows) * len(args.checkpointing)  # seconds; killed sooner
+            with competing_load(args.busy, bound):
+                busy = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch,
+                                       args.repeats, args.time_cap)
+            report.update(busy_processes=args.busy, busy_rows=busy["rows"],
+                          busy_summary=train_steps.busy_summary(report["rows"], busy["rows"]))
+            for line in train_steps.format_busy(report["busy_summary"]):
+                print(line)
     finally:
         torch.set_num_threads(threads)
     save(report)

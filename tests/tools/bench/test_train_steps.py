@@ -46,3 +46,19 @@ def test_train_steps_refuses_unknown_rows_and_existing_output(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["train-steps", "--device", "cpu", "--out", str(tmp_path / "taken.json")])
     assert (tmp_path / "taken.json").read_text() == "{}"
+
+
+def test_train_steps_busy_measures_each_row_again_beside_the_load(tmp_path, capsys):
+    out = tmp_path / "busy.json"
+    assert bench.main(["train-steps", "--device", "cpu", "--rows", "longformer_mlm,roberta_sdpa_mlm",
+                       "--checkpointing", "off", "--repeats", "2", "--busy", "1", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["busy_processes"] == 1 and len(report["busy_rows"]) == 2
+    entries = {e["name"]: e for e in report["busy_summary"]}
+    assert set(entries) == {"longformer_mlm", "roberta_sdpa_mlm"}
+    for row in report["rows"]:
+        busy = next(r for r in report["busy_rows"] if r["name"] == row["name"])
+        assert entries[row["name"]]["slowdown"] == pytest.approx(row["tokens_per_s"] / busy["tokens_per_s"])
+    assert "again beside 1 spin process(es):" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.main(["train-steps", "--device", "cpu", "--busy", "-1"])

@@ -2,7 +2,7 @@
 
 One smoke run of the console script at tiny lengths, at two attention-dropout rates, checks that
 every case is measured, that the contenders compute the same function and that every row's useful
-GFLOP/s and fraction of the matmul limit follow from its time; then --replot, the missing optional
+GFLOP/s, fraction of the matmul peak and busy-mode slowdown follow from its times; then --replot, the missing optional
 matplotlib and the flags' defaults and refusals. (Ratios, tables and the plot on known numbers:
 bench/test_ratios.py; the FLOP counts: tests/kernels/test_flops.py and bench/test_limit_shapes.py.)
 """
@@ -37,7 +37,7 @@ def bench_run(tmp_path_factory):
         _command() + ["--lengths", ",".join(map(str, LENGTHS)), "--heads", "2", "--head-dim", "16",
                       "--window", "16", "--repeats", "1", "--threads", "1", "--device", "cpu",
                       "--global-tokens", *map(str, GLOBAL_TOKENS), "--out-dir", str(out_dir),
-                      "--name", "smoke"],
+                      "--name", "smoke", "--peak-sizes", "128,256", "--busy", "1"],
         capture_output=True, text=True, timeout=900,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -67,16 +67,16 @@ def test_every_case_is_measured_and_written(bench_run):
     assert ratios.format_table(rows).strip() in stdout
 
 
-def test_useful_gflops_and_the_fraction_of_the_matmul_limit(bench_run):
+def test_useful_gflops_and_the_rate_of_plain_matmuls_at_the_layers_shapes(bench_run):
     """Every row: useful FLOPs as ``flops`` counts them, GFLOP/s = those FLOPs / its time, fraction =
-    GFLOP/s / the limit of its point, the limit measured once per point in the same run."""
+    GFLOP/s / the shape rate of its point (not a ceiling), measured once per point in the same run."""
     out_dir, stdout = bench_run
     report_json = json.loads((out_dir / "smoke.json").read_text())
-    limits = {(limit["length"], limit["global_tokens"]): limit for limit in report_json["matmul_limits"]}
+    limits = {(limit["length"], limit["global_tokens"]): limit for limit in report_json["matmul_shape_rates"]}
     assert set(limits) == {(n, g) for n in LENGTHS for g in GLOBAL_TOKENS}
     for limit in limits.values():
         assert limit["status"] == "ok" and len(limit["fwd_bwd_ms_all"]) == 1
-        assert limit["limit_gflops_fwd"] > 0 and limit["limit_gflops_fwd_bwd"] > 0
+        assert limit["shape_rate_gflops_fwd"] > 0 and limit["shape_rate_gflops_fwd_bwd"] > 0
     for row in report_json["results"]:
         if row["status"] != "ok":
             continue
@@ -85,12 +85,39 @@ def test_useful_gflops_and_the_fraction_of_the_matmul_limit(bench_run):
         for call, useful in (("fwd", counted.forward), ("fwd_bwd", counted.forward_backward)):
             assert row[f"useful_flops_{call}"] == useful
             assert row[f"useful_gflops_{call}"] == pytest.approx(useful / (row[f"{call}_ms"] * 1e6))
-            assert row[f"limit_gflops_{call}"] == limit[f"limit_gflops_{call}"]
-            assert row[f"fraction_of_limit_{call}"] == pytest.approx(
-                row[f"useful_gflops_{call}"] / limit[f"limit_gflops_{call}"])
-            assert row[f"fraction_of_limit_{call}"] > 0
-    assert f"matmul limit at N={LENGTHS[0]}: " in stdout
+            assert row[f"shape_rate_gflops_{call}"] == limit[f"shape_rate_gflops_{call}"]
+            assert row[f"fraction_of_shape_rate_{call}"] == pytest.approx(
+                row[f"useful_gflops_{call}"] / limit[f"shape_rate_gflops_{call}"])
+            assert row[f"fraction_of_shape_rate_{call}"] > 0
+    assert f"rate of plain matmuls at the layer's shapes at N={LENGTHS[0]}: " in stdout
     assert "FLOPs" in report_json["flops_definition"]
+
+
+def test_every_fraction_is_against_the_peak_measured_in_the_run(bench_run):
+    out_dir, stdout = bench_run
+    report_json = json.loads((out_dir / "smoke.json").read_text())
+    peak = report_json["matmul_peak"]["float32"]
+    assert peak["size"] in (128, 256) and peak["gflops"] == max(peak["gflops_at_start"], peak["gflops_at_end"]) > 0
+    for row in report_json["results"]:
+        if row["status"] == "ok":
+            assert row["peak_gflops"] == peak["gflops"]
+            assert row["fraction_of_peak_fwd_bwd"] == pytest.approx(row["useful_gflops_fwd_bwd"] / peak["gflops"])
+            assert 0 < row["fraction_of_peak_fwd_bwd"] <= 1 and len(row["fraction_of_peak_fwd_bwd_all"]) == 1
+    assert "Matmul peak measured in the run: " in stdout
+
+
+def test_busy_mode_times_every_contender_again_beside_the_load(bench_run):
+    out_dir, stdout = bench_run
+    report_json = json.loads((out_dir / "smoke.json").read_text())
+    quiet = {(r["impl"], r["length"], r["global_tokens"], r["dropout"]): r for r in report_json["results"]}
+    entries = {(e["impl"], e["length"], e["global_tokens"], e["dropout"]): e for e in report_json["busy_summary"]}
+    assert set(entries) == {k for k, r in quiet.items() if r["status"] == "ok"}
+    busy = {(r["impl"], r["length"], r["global_tokens"], r["dropout"]): r for r in report_json["busy_results"]}
+    for key, entry in entries.items():
+        assert entry["slowdown"]["median"] == pytest.approx(busy[key]["fwd_bwd_ms"] / quiet[key]["fwd_bwd_ms"])
+        if key[0] == "dense":
+            assert entry["speedup_vs_dense_busy"]["median"] == 1.0
+    assert "| slowdown (busy / quiet) |" in stdout
 
 
 def test_ratios_are_taken_at_the_same_dropout_rate(bench_run):
@@ -141,7 +168,8 @@ def test_arguments_defaults_and_refusals(capsys):
     assert args.lengths == bench_cli.CPU_LENGTHS and args.impls == ["dense", "torch", "hf"]
     assert args.name == "figure1_cpu" and args.time_cap == 60.0 and args.dropout == [0.0, 0.1]
     for bad in (["--window", "0"], ["--repeats", "0"], ["--lengths", "0"], ["--global-tokens", "-1"],
-                ["--batch", "0"], ["--dropout", "-0.1"], ["--dropout", "0", "1"], ["--dropout", "nan"]):
+                ["--batch", "0"], ["--dropout", "-0.1"], ["--dropout", "0", "1"], ["--dropout", "nan"],
+                ["--busy", "-1"], ["--busy", "1", "--impls", "torch", "hf"], ["--peak-sizes", "0"]):
         with pytest.raises(SystemExit) as stopped:
             bench_cli.parse_args(["--device", "cpu", *bad])
         assert stopped.value.code == 2
