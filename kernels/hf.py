@@ -88,13 +88,14 @@ class AcceleratedSelfAttention(nn.Module):
         return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
 
     def _global_rows(self, x: Tensor, masks: AttentionMasks) -> Tensor:
-        """The K global tokens' rows (K, C): each attends every non-padding key with the global
-        projections (transformers' ``_compute_global_attn_output_from_hidden``). x: (B, N, C)."""
+        """The global tokens' rows (B, G, C), slot g of row b for its global token: each attends
+        every non-padding key with the global projections (transformers'
+        ``_compute_global_attn_output_from_hidden``). x: (B, N, C). An unused slot gets position
+        0's query; ``put_global_rows`` drops its row."""
         batch, length, _ = x.shape
-        rows, slots, positions = masks.global_rows, masks.global_slots, masks.global_positions
-        q_rows = self.query_global(x[rows, positions]) * default_scale(self.head_dim)  # (K, C)
-        queries = q_rows.new_zeros(batch, masks.max_global, self.num_heads, self.head_dim)
-        queries[rows, slots] = q_rows.view(-1, self.num_heads, self.head_dim)
+        tokens = x[torch.arange(batch, device=x.device)[:, None], masks.global_index]  # (B, G, C)
+        queries = self.query_global(tokens) * default_scale(self.head_dim)
+        queries = queries.view(batch, masks.max_global, self.num_heads, self.head_dim)
         keys, values = self._heads(self.key_global(x)), self._heads(self.value_global(x))
         scores = torch.matmul(queries.transpose(1, 2), keys.transpose(2, 3)).float()  # (B, H, G, N)
         if masks.padding is not None:
@@ -102,7 +103,7 @@ class AcceleratedSelfAttention(nn.Module):
         probs = torch.softmax(scores, dim=-1).to(x.dtype)
         probs = nn.functional.dropout(probs, p=self.dropout, training=self.training)
         out = torch.matmul(probs, values)  # (B, H, G, D)
-        return out.transpose(1, 2)[rows, slots].reshape(-1, self.embed_dim)
+        return out.transpose(1, 2).reshape(batch, masks.max_global, self.embed_dim)
 
     def forward(self, hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
                 is_global_attn=None, output_attentions=False):
@@ -125,7 +126,7 @@ class AcceleratedSelfAttention(nn.Module):
                                    global_rows=False, dropout=dropout)
         out = out.transpose(1, 2).reshape(batch, length, self.embed_dim)
         if masks.is_global is not None:
-            out = out.index_put((masks.global_rows, masks.global_positions), self._global_rows(hidden_states, masks))
+            out = masks.put_global_rows(out, self._global_rows(hidden_states, masks))
         return (out,)
 
 

@@ -73,23 +73,36 @@ class AttentionMasks:
     """Dynamic, per-batch part of the pattern, with the facts every layer needs computed once.
 
     Built from raw masks, ``AttentionMasks(padding, is_global)``, once per forward (by the
-    encoder), then handed to every layer: the two host syncs that decide "no padding" / "no
-    global token" and the global index lists happen here and nowhere else.
+    encoder), then handed to every layer: the host syncs that decide "no padding" / "no global
+    token" and size the global tensors happen here and nowhere else.
 
     padding: (B, N) bool, True where the position is padding; None when nothing is padding.
     is_global: (B, N) bool, True where a non-padding token has global attention; None when no
         token is global. Global flags on padding positions are dropped (padding wins).
+    max_global_tokens: None, or an int the caller knows on the host (a collater, while it
+        batches) that bounds every row's global count: G is then this bound (at most N) instead
+        of the largest count read from the device: the global tokens cost no host sync, and a
+        compiled graph does not break here. A row with more global tokens is an error (checked
+        on the device, without a sync: on a GPU it surfaces as a device-side assert).
     Derived (None / 0 without global tokens):
     global_index: (B, G) long, each row's global positions in ascending order, then zeros.
     global_count: (B,) long, the number of global tokens of each row.
     global_slot_used: (B, G) bool, slot g of row b holds a global token (g < count).
     global_rows, global_slots, global_positions: (K,) long, the batch row, slot and position of
-        each of the K global tokens (global_positions = global_index[global_rows, global_slots]).
-    max_global: G, the largest count (a Python int).
+        each of the K global tokens (global_positions = global_index[global_rows, global_slots]);
+        None under ``max_global_tokens`` (K is data-dependent: ``put_global_rows`` does without).
+    max_global: G, the width of the global tensors (a Python int): the largest count, or the
+        bound.
+
+    Inside ``torch.compile`` nothing is read to the host when the bound is given: the padding
+    mask is kept even when nothing is padding (masking with an all-False mask changes nothing),
+    and without global tokens (is_global None, or a bound of 0) nothing about them is derived.
+    Without the bound, global tokens still need the host read of the largest count.
     """
 
     padding: Optional[Tensor] = None
     is_global: Optional[Tensor] = None
+    max_global_tokens: Optional[int] = None
     global_index: Optional[Tensor] = field(default=None, init=False, repr=False)
     global_count: Optional[Tensor] = field(default=None, init=False, repr=False)
     global_slot_used: Optional[Tensor] = field(default=None, init=False, repr=False)
@@ -102,7 +115,10 @@ class AttentionMasks:
     _derived: Dict[Hashable, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        padding, is_global = self.padding, self.is_global
+        padding, is_global, bound = self.padding, self.is_global, self.max_global_tokens
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 0):
+            raise ValueError(f"max_global_tokens must be an int >= 0 bounding every row's global count "
+                             f"(or None to read the largest count), got {bound!r}")
         if padding is not None and is_global is not None and padding.shape != is_global.shape:
             raise ValueError(f"padding mask {tuple(padding.shape)} and global mask "
                              f"{tuple(is_global.shape)} must have the same shape (B, N)")
@@ -110,27 +126,61 @@ class AttentionMasks:
         object.__setattr__(self, "shape", None if raw is None else tuple(raw.shape))
         if padding is not None:
             padding = padding.bool()
-            padding = padding if bool(padding.any()) else None
+            # Eager: one host read, so that batches without padding skip every padding mask. A
+            # compiled graph cannot branch on the device's data: it keeps the mask instead.
+            if not torch.compiler.is_compiling() and not bool(padding.any()):
+                padding = None
         if is_global is not None:
             is_global = is_global.bool()
             if padding is not None:
                 is_global = is_global & ~padding
-            counts = is_global.sum(dim=1)
-            most = int(counts.max()) if counts.numel() else 0
-            if most == 0:
-                is_global = None
-            else:
-                # a stable sort puts each row's global positions first, in ascending order
-                order = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :most]
-                slot_used = torch.arange(most, device=order.device) < counts[:, None]
-                rows, slots = slot_used.nonzero(as_tuple=True)
-                derived = dict(global_index=order.masked_fill(~slot_used, 0), global_count=counts,
-                               global_slot_used=slot_used, global_rows=rows, global_slots=slots,
-                               global_positions=order[rows, slots], max_global=most)
-                for name, value in derived.items():
-                    object.__setattr__(self, name, value)
+            is_global = self._index_global_tokens(is_global, bound)
         object.__setattr__(self, "padding", padding)
         object.__setattr__(self, "is_global", is_global)
+
+    def _index_global_tokens(self, is_global: Tensor, bound: Optional[int]) -> Optional[Tensor]:
+        """Set the derived global fields from the (B, N) mask; return it, or None when G is 0."""
+        counts = is_global.sum(dim=1)
+        length = is_global.shape[1]
+        if bound is None:
+            # the exact largest count: one host read (a graph break under torch.compile)
+            most = int(counts.max()) if counts.numel() else 0
+        else:
+            most = min(bound, length)
+            if most < length and counts.numel():
+                torch._assert_async(counts.max() <= most, f"a row has more global tokens than "
+                                    f"max_global_tokens={bound}: pass the batch's largest global count")
+        if most == 0:
+            return None
+        # a stable sort puts each row's global positions first, in ascending order
+        order = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :most]
+        slot_used = torch.arange(most, device=order.device) < counts[:, None]
+        derived = dict(global_index=order.masked_fill(~slot_used, 0), global_count=counts,
+                       global_slot_used=slot_used, max_global=most)
+        if bound is None:  # the K global tokens listed (nonzero: a host sync, like the count)
+            rows, slots = slot_used.nonzero(as_tuple=True)
+            derived.update(global_rows=rows, global_slots=slots, global_positions=order[rows, slots])
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+        return is_global
+
+    def put_global_rows(self, out: Tensor, values: Tensor) -> Tensor:
+        """``out`` (B, N, ...) with the row of each global token replaced by its slot's row of
+        ``values`` (B, G, ...), out of place. Unused slots of ``values`` are ignored (any value,
+        no gradient)."""
+        if self.global_rows is not None:  # the K tokens listed: one index_put (one copy of out)
+            rows = self.global_rows
+            return out.index_put((rows, self.global_positions), values[rows, self.global_slots])
+        # Under a static bound K is unknown: all B * G slots are added into a copy of out with
+        # the global rows cleared (the one copy, in out's memory layout as index_put's: the
+        # layers' matmuls then round alike), each unused slot adding an exact zero (to its row's
+        # position 0, whatever it holds, and taking no gradient).
+        trailing = (1,) * (out.dim() - 2)
+        values = values.masked_fill(~self.global_slot_used.view(*self.global_slot_used.shape, *trailing), 0)
+        cleared = out.clone(memory_format=torch.preserve_format)
+        cleared.masked_fill_(self.is_global.view(*self.is_global.shape, *trailing), 0)
+        rows = torch.arange(out.shape[0], device=out.device)[:, None].expand_as(self.global_index)
+        return cleared.index_put_((rows, self.global_index), values, accumulate=True)
 
     def derived(self, key: Hashable, build: Callable[[], object]) -> object:
         """``build()``, made once per ``key`` for these masks: the layers of one forward share

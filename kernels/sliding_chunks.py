@@ -323,10 +323,8 @@ def sliding_chunks_attention(q: Tensor, k: Tensor, v: Tensor,
             keep = global_rows_keep(dropout, index, heads, length)
             probs = probs * keep.to(probs.dtype).mul_(dropout.keep_scale)
         global_out = torch.matmul(probs, v_g.to(compute))  # (B, H, G, D)
-        # their rows replace the band's: one out-of-place index_put (a single copy of out)
-        rows, slots = masks.global_rows, masks.global_slots
-        out = out.transpose(1, 2).index_put((rows, masks.global_positions), global_out[rows, :, slots])
-        out = out.transpose(1, 2)
+        # their rows replace the band's, out of place
+        out = masks.put_global_rows(out.transpose(1, 2), global_out.transpose(1, 2)).transpose(1, 2)
 
     if padding is not None:
         out = out.masked_fill(padding[:, None, :, None], 0.0)

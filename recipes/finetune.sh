@@ -9,10 +9,13 @@
 #   DATA=data-bin/hotpotqa RESTORE=longformer.pt bash recipes/finetune.sh hotpotqa [flags]
 #   DATA=data-bin/wikihop RESTORE=longformer.pt bash recipes/finetune.sh wikihop [flags]
 #
-# The paper's settings are the defaults (Beltagy et al. 2020, appendix; allenai scripts): Adam,
+# The paper's settings are the defaults (Beltagy et al. 2020, appendix D; allenai scripts): Adam,
 # lr 3e-5, linear warmup then linear decay, batch 32; 15 epochs for classification (IMDB,
 # Hyperpartisan) and WikiHop, 5 for QA (TriviaQA, HotpotQA); inputs of 4,096 tokens; w = 256 (the
-# paper's "512").
+# paper's "512"). Dropout and attention dropout 0.1: appendix D keeps RoBERTa's (WikiHop: "Other
+# hyperparameters (dropout, weight decay) were identical to RoBERTa pretraining"; TriviaQA: "All
+# other hyperparameters are similar to RoBERTa's"; coreference: "the same as in the original
+# implementation", whose BERT configs have 0.1 for both); RoBERTa fine-tunes with 0.1 for both.
 # The total number of updates (for the lr schedule) is derived from the examples in stats.json:
 #   updates = ceil(train examples / BATCH_SIZE) x MAX_EPOCH,  warmup = WARMUP_PERCENT % of them.
 #
@@ -27,7 +30,8 @@
 #   MAX_POSITIONS=4096        ATTENTION_WINDOW=256 (one-sided; also --pad-to-multiple)
 #   GLOBAL_ATTENTION=task     task | none
 #   NO_GLOBAL_PROJECTIONS=0   1: global attention through Q, K, V (the "no linear proj." ablation)
-#   LR=3e-5 BATCH_SIZE=32 UPDATE_FREQ=1 MAX_EPOCH=15 (qa, hotpotqa: 5) WARMUP_PERCENT=10 DROPOUT=0.1
+#   LR=3e-5 BATCH_SIZE=32 UPDATE_FREQ=1 MAX_EPOCH=15 (qa, hotpotqa: 5) WARMUP_PERCENT=10
+#   DROPOUT=0.1 ATTENTION_DROPOUT=0.1
 #   DOC_STRIDE=1024 (qa)      context tokens between two windows' starts
 #   CPU=0                     1: --cpu
 #   SEED=1 LOG_INTERVAL=20    DRY_RUN=0 (1: print the command)
@@ -60,6 +64,7 @@ UPDATE_FREQ="${UPDATE_FREQ:-1}"
 MAX_EPOCH="${MAX_EPOCH:-$DEFAULT_EPOCHS}"
 WARMUP_PERCENT="${WARMUP_PERCENT:-10}"
 DROPOUT="${DROPOUT:-0.1}"
+ATTENTION_DROPOUT="${ATTENTION_DROPOUT:-0.1}"
 SEED="${SEED:-1}"
 LOG_INTERVAL="${LOG_INTERVAL:-20}"
 
@@ -76,7 +81,7 @@ CMD=(fairseq-train "$DATA" --user-dir "$REPO/fairseq_longformer"
   --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
   --lr "$LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES" --total-num-update "$TOTAL_UPDATES"
   --max-epoch "$MAX_EPOCH" --batch-size "$BATCH_SIZE" --update-freq "$UPDATE_FREQ" --required-batch-size-multiple 1
-  --dropout "$DROPOUT" --attention-dropout 0 --seed "$SEED"
+  --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT" --seed "$SEED"
   --best-checkpoint-metric "$METRIC" --maximize-best-checkpoint-metric --no-epoch-checkpoints
   --save-dir "$SAVE_DIR" --log-format simple --log-interval "$LOG_INTERVAL")
 # fairseq reads --finetune-from-model only while SAVE_DIR has no checkpoint_last.pt (then with

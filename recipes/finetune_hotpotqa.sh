@@ -25,7 +25,9 @@
 # the tokenizer) into SAVE_DIR/data_stage2; stage two trains a new model from RESTORE on them
 # (SAVE_DIR/stage2) with the same settings.
 # Settings (recipes/finetune.sh does the work): lr 5e-5, batch 32, 5 epochs, 1,000 warmup updates
-# then linear decay, Adam, fp16 on a GPU (the paper's appendix table of QA hyperparameters).
+# then linear decay, Adam, fp16 on a GPU (the paper's appendix table of QA hyperparameters, its
+# Table 14; the appendix's HotpotQA text says instead that "LR of 3e-5 and 5 epochs" worked best:
+# LR=3e-5 for that reading), dropout and attention dropout 0.1 (RoBERTa's).
 # CPU=1: a smoke run on CPU. DRY_RUN=1: print the commands (of both stages with TWO_STAGE=1).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -14,8 +14,11 @@
 #   Joshi et al.:  one document per update (BATCH_SIZE=1), 20 epochs (MAX_EPOCH), 10% warmup then
 #                  linear decay, Adam (betas 0.9/0.999, eps 1e-6), weight decay 0.01, gradients
 #                  clipped at 1.0, head dropout 0.3, spans <= 30 subwords, 0.4 spans per subword
-#                  (<= 3,900), 50 antecedents, depth-2 refinement, FFNN 3000 (the task's defaults)
-#   here:          encoder dropout 0.1 (DROPOUT), fp16 on a GPU, <s> of each segment global
+#                  (<= 3,900), 50 antecedents, depth-2 refinement, FFNN 3000 (the task's defaults),
+#                  encoder dropout and attention dropout 0.1 (DROPOUT, ATTENTION_DROPOUT: its BERT
+#                  configs'; the paper: "All other hyperparameters were the same as in the original
+#                  implementation"), segment-distance buckets following SEGMENT_LENGTH (3 at 384)
+#   here:          fp16 on a GPU, <s> of each segment global
 # Every validation logs MUC, B3, CEAF-e and conll_f1 (the best checkpoint's metric); WRITE_CONLL=DIR
 # also writes DIR/valid.response_conll and DIR/valid.key_conll for the official scorer or
 # longformer-coref-score. DRY_RUN=1 prints the command; CPU=1 is a smoke run on CPU.

@@ -7,6 +7,10 @@
 #   bash scripts/regenerate_timings.sh            # writes docs/results/ (run it alone on the machine)
 #   SMOKE=1 OUT=/tmp/t bash scripts/regenerate_timings.sh   # tiny sizes into OUT: checks that it runs
 #
+# Into docs/results/ each command first waits for the 1-minute load average to fall to 1
+# (longformer_common.quiet; LOAD_WAIT seconds at most, default 600) and refuses (exit 2) if it
+# does not; ALLOW_LOAD=1 writes anyway, each page then opening with "Measured under load N".
+#
 # Pages (estimated from the stored runs' own durations, quiet 2-core machine):
 #   attention_layer_4096   one attention layer (projections + band + output projection), N = 4,096,
 #                          ours against dense SDPA and transformers, dropout 0 and 0.1, beside the
@@ -27,6 +31,9 @@ mkdir -p "$OUT"
 started=$(date +%s)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) (the pages record theirs; run this alone)"
 
+load=(--load-wait "${LOAD_WAIT:-600}")
+[[ "${ALLOW_LOAD:-0}" == 1 ]] && load+=(--allow-load)
+
 if [[ "${SMOKE:-0}" == 1 ]]; then
   layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0)
   figure=(--lengths 128,256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0)
@@ -42,15 +49,15 @@ stage() {
 }
 
 stage attention_layer_4096
-longformer-bench "${layer[@]}" --impls dense torch hf --global-tokens 0 --dropout 0 0.1 --device cpu \
+longformer-bench "${layer[@]}" "${load[@]}" --impls dense torch hf --global-tokens 0 --dropout 0 0.1 --device cpu \
   --output-projection --out-dir "$OUT" --name attention_layer_4096 --markdown "$OUT/attention_layer_4096.md"
 
 stage figure1_cpu
-longformer-bench "${figure[@]}" --impls dense torch hf --global-tokens 0 8 --dropout 0 --device cpu \
+longformer-bench "${figure[@]}" "${load[@]}" --impls dense torch hf --global-tokens 0 8 --dropout 0 --device cpu \
   --out-dir "$OUT" --name figure1_cpu --markdown "$OUT/figure1_cpu.md"
 
 stage core_dropout
-python3 -m longformer_tools.bench.core_dropout "${core[@]}" --json "$OUT/core_dropout.json" \
+python3 -m longformer_tools.bench.core_dropout "${core[@]}" "${load[@]}" --json "$OUT/core_dropout.json" \
   --markdown "$OUT/core_dropout.md"
 
 if [[ "$OUT" == docs/results ]]; then

@@ -13,6 +13,7 @@ import longformer_experiments.charlm_ablation as package
 from longformer_experiments.runner import (KJV, PLUGIN, TRAIN_DONE, Run, compare, eval_lm_bits, markdown_table,
                                            ordering_verdict, regenerate_note, summarize)
 from longformer_common.provenance import provenance, provenance_line
+from longformer_common.staleness import CPU_MODEL_CODE, stale_banner
 
 MODULE = "longformer_experiments.charlm_ablation"
 
@@ -211,7 +212,8 @@ def page(report: dict) -> str:
     argv = report.get("argv")  # the command as run; older reports: rebuilt from the settings
     if argv is None:
         argv = _measured_flags(parser, a)
-    return (markdown(report["table"], a, labels, patterns, report["checks"]) + "\n\n"
+    stale = stale_banner((report.get("provenance") or {}).get("commit"), CPU_MODEL_CODE)
+    return ((stale + "\n\n" if stale else "") + markdown(report["table"], a, labels, patterns, report["checks"]) + "\n\n"
             + provenance_line(report.get("provenance")) + "\n\n" + regenerate_note(MODULE, argv) + "\n")
 
 

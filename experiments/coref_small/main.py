@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from longformer_common import quiet
 from longformer_experiments.coref_small.documents import verses, write_split
 from longformer_experiments.runner import (KJV, PLUGIN, REPO, compare, markdown_table, ordering_verdict,
                                            regenerate_note, run, summarize)
@@ -84,7 +85,8 @@ def page(saved: dict) -> str:
     checks = {"whole above segmented on far documents": compare(whole["valid_far"], seg["valid_far"], len(a.seeds), False)}
     near = compare(whole["valid"], seg["valid"], len(a.seeds), False)
     tokens = saved["tokens"]
-    lines = ["# Coreference in small: whole document against 512-subword segments", "",
+    banner = quiet.load_banner(saved.get("load_start"), load)
+    lines = ["# Coreference in small: whole document against 512-subword segments", "", *([banner, ""] if banner else []),
              f"KJV verses with 3 inserted entities of {a.mentions} mentions each (`NAME the ROLE`, then `NAME` or "
              f"`the ROLE`; experiments/coref_small/documents.py). Train: {a.train_docs} documents, half near (next "
              f"mention 8-64 words on), half far (540-640 words on, beyond a 512-subword segment); valid: "
@@ -102,11 +104,23 @@ def page(saved: dict) -> str:
                 "models predict no links at all), so this table cannot tell the two readings apart; it "
                 "needs more updates than the shared CPU allowed (see the arguments)."]
                if all(per[s] == 0 for row in ROWS for per in results[row].values() for s in SUBSETS) else []), "",
-             f"Machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, load average at "
+             f"Machine: {machine_text(saved.get('machine'))}, load average at "
              f"the end of training {'not recorded' if load is None else f'{load:.1f}'} (a machine shared with "
              f"other jobs); total {seconds:.0f} s. Measured on commit {saved['commit']}, {saved['date']}.", "",
              regenerate_note(MODULE, ["--write-docs"])]
     return "\n".join(lines) + "\n"
+
+
+def machine() -> dict:
+    """The machine of this run, stored in its JSON: the page renders what the run recorded."""
+    return {"machine": platform.machine(), "processor": platform.processor() or "", "cpus": os.cpu_count()}
+
+
+def machine_text(recorded) -> str:
+    """The run's machine as stored, or "not recorded" (runs before it was stored)."""
+    if not recorded:
+        return "not recorded by the run"
+    return f"{recorded['machine']} {recorded['processor']}".strip() + f", {recorded['cpus']} CPUs"
 
 
 def commit() -> str:
@@ -130,7 +144,13 @@ def main(argv=None) -> int:
     p.add_argument("--write-docs", action="store_true", help="write docs/results/coref_small.{md,json}")
     p.add_argument("--render-only", action="store_true",
                    help="re-render the table from docs/results/coref_small.json and --work's data (no training)")
+    quiet.add_load_arguments(p)
     a = p.parse_args(argv)
+    load_start = quiet.load_at_start(f"python -m {MODULE}", [str(REPO / "docs" / "results")
+                                                            if a.write_docs and not a.render_only else None],
+                                     a.load_wait, a.allow_load)
+    if load_start is None:
+        return 2  # refused: the machine stayed busy (the line is printed)
     start = time.time()
     data = prepare(a, a.work)
     stats = json.loads((data / "stats.json").read_text())
@@ -140,7 +160,7 @@ def main(argv=None) -> int:
         results = {row: {str(seed): train_one(a, data, row, seed, a.work) for seed in a.seeds} for row in ROWS}
         splits = stats["splits"]
         saved = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0],
+                 "results": results, "seconds": time.time() - start, "load": os.getloadavg()[0], "load_start": load_start, "machine": machine(),
                  "tokens": {"near": splits["valid"]["tokens"]["mean"], "far": splits["test"]["tokens"]["mean"]},
                  "commit": commit(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
     text = page(saved)

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from longformer_common import quiet
 from longformer_experiments.runner import PLUGIN, REPO, regenerate_note
 
 MODULE = "longformer_experiments.coref_small.step_time"
@@ -63,8 +64,12 @@ def main(argv=None) -> int:
     p.add_argument("--bf16", action="store_true", help="the model in bf16 (fp32 at 4,096 with these head sizes "
                                                           "needed more than this machine's 23 GB: killed twice)")
     p.add_argument("--write-docs", action="store_true")
+    quiet.add_load_arguments(p)
     a = p.parse_args(argv)
-    load_before = os.getloadavg()
+    load_before = quiet.load_at_start(f"python -m {MODULE}", [str(REPO / "docs" / "results") if a.write_docs else None],
+                                      a.load_wait, a.allow_load)
+    if load_before is None:
+        return 2  # refused: the machine stayed busy (the line is printed)
     model, criterion, sample = build(a.length)
     if a.bf16:
         model = model.to(torch.bfloat16)
@@ -102,8 +107,9 @@ def page(result: dict) -> str:
     times, commit = result["runs"], result["commit"]
     load_before, load_after = result["load_before"], result["load_after"]
     bf16 = result["dtype"] == "bf16"
+    banner = quiet.load_banner(load_before, load_after)
     text = "\n".join([
-        f"# One coreference training step at {result['length']} subwords (CPU)", "",
+        f"# One coreference training step at {result['length']} subwords (CPU)", "", *([banner, ""] if banner else []),
         f"longformer_base (12 x 768, window 256, whole document in one pass) with the coarse-to-fine head at Joshi "
         f"et al.'s sizes (FFNN 3000, spans <= 30, 0.4 spans per subword, 50 antecedents, depth 2): forward, backward "
         f"and an Adam step, {'bf16' if bf16 else 'fp32'}, {result['threads']} torch threads. Median {result['median_s']:.1f} s, range "

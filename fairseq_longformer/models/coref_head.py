@@ -23,17 +23,36 @@ Differences from the TensorFlow original: when fewer than k spans can be kept, t
 its list with copies of the first, this keeps fewer; the last refinement update, whose result the
 original computes and never reads, is skipped.
 """
+import math
 from dataclasses import dataclass
 from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
+from longformer_preprocessing.tasks.conll2012 import GENRES
 from torch import Tensor, nn
 
 from .coref_spans import bucket_distance, candidate_spans, select_non_crossing, span_heads
 
 HEAD_NAME = "coref"  # its key in the model's span_heads (the task adds it, the criterion reads it)
-GENRES = ("bc", "bn", "mt", "nw", "pt", "tb", "wb")  # OntoNotes' genres (the document id's first two letters)
+INIT_STD = 0.02  # util.ffnn / util.projection: truncated normal (cut at 2 std), biases zero
+# The reference's training window: spanbert_base / bert_large in experiments.conf cut a training
+# document to max_training_sentences = 3 segments of max_segment_len = 384 subwords, and clip the
+# segment distance to those 3 buckets.
+REFERENCE_WINDOW = 3 * 384
+
+
+def genre_index(genre: str) -> int:
+    """The genre's embedding row: OntoNotes' genres in ``GENRES`` order; anything else shares one
+    more row (the head is built with ``len(GENRES) + 1``)."""
+    return GENRES.index(genre) if genre in GENRES else len(GENRES)
+
+
+def segment_distance_buckets(segment_length: int) -> int:
+    """Segment-distance embedding rows for segments of ``segment_length`` subwords: as many
+    segments as the reference's 1,152-subword training window holds (3 at 384 and 512, as its
+    configurations; 1 at 4,096, where a document is mostly one segment)."""
+    return max(1, math.ceil(REFERENCE_WINDOW / segment_length))
 
 
 @dataclass(frozen=True)
@@ -48,8 +67,8 @@ class CorefHeadConfig:
     max_top_spans: int = 3900
     max_antecedents: int = 50
     depth: int = 2
-    max_segments: int = 11  # segment-distance buckets (the original's max_training_sentences)
-    genres: int = len(GENRES)
+    max_segments: int = 3  # segment-distance buckets: segment_distance_buckets(384), the original's
+    genres: int = len(GENRES) + 1  # genre_index's rows: OntoNotes' genres and one for any other
 
 
 class FFNN(nn.Sequential):
@@ -84,6 +103,18 @@ class CorefHead(nn.Module):
         self.segment_distance_emb = nn.Embedding(cfg.max_segments, f)
         self.fine_ffnn = FFNN(3 * span_dim + 4 * f, cfg.ffnn_size, cfg.ffnn_depth, 1, cfg.dropout)
         self.gate = nn.Linear(2 * span_dim, span_dim)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The reference's initialisation: every weight (FFNN, projection, embedding table)
+        truncated normal of std 0.02 cut at 2 std, every bias zero. (The reference gives its
+        FFNNs and projections this; its feature embeddings take TensorFlow's default, Glorot
+        uniform: here they get the same 0.02 as the rest, as issue 50 decided.)"""
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            else:
+                nn.init.trunc_normal_(p, std=INIT_STD, a=-2 * INIT_STD, b=2 * INIT_STD)
 
     def num_kept(self, num_tokens: int) -> int:
         return max(1, min(self.cfg.max_top_spans, int(num_tokens * self.cfg.top_span_ratio)))
@@ -92,8 +123,8 @@ class CorefHead(nn.Module):
                 gold_starts: Optional[Tensor] = None, gold_ends: Optional[Tensor] = None,
                 gold_clusters: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """x (T, C) one document's features; sentence_map, speakers, segments (T,) ids per subtoken;
-        genre an index into GENRES; gold_* (G,) gold mentions (subtoken spans) and their cluster
-        ids (>= 1), optional. Returns starts, ends (k,), antecedents (k, c) indices into the k
+        genre the document's row, ``genre_index(genre)``; gold_* (G,) gold mentions (subtoken
+        spans) and their cluster ids (>= 1), optional. Returns starts, ends (k,), antecedents (k, c) indices into the k
         spans, scores (k, c + 1) (column 0 the dummy, -inf where no antecedent), and with gold
         the loss (a scalar, summed over the k spans)."""
         cfg = self.cfg

@@ -11,10 +11,14 @@ reads its logit at each candidate's ``[ent]`` token. It lives in ``model.span_he
 per-token head like the span head, so the same forward and checkpoint upgrade serve it).
 
 ``LongformerHotpotQAHead``: HotpotQA's four outputs from one encoder pass: answer start/end logits
-per token (as the span head), the question type (span / yes / no) from the ``<s>`` features, and
-one supporting-fact logit per token for paragraphs (read at each ``<t>``) and for sentences (read
-at each ``[s]``). Also in ``model.span_heads``; it has no transformers class (the export refuses
-it and says how to export the encoder).
+per token (as the span head: "BERT's QA model", one Linear), the question type (span / yes / no)
+from the ``<s>`` features, and one supporting-fact logit per token for paragraphs (read at each
+``<t>``) and for sentences (read at each ``[s]``). The paper (appendix D, HotpotQA) applies "2 layer
+feedforward networks" to the sentence and paragraph tokens and "a question type classification
+head" to the first token: here all three are ``TwoLayerHead`` (Linear C -> C, activation, dropout,
+Linear); the paper names no activation: GELU for the evidence scores (the encoder's), tanh for
+the question type (RoBERTa's classification head). Also in ``model.span_heads``; it has no
+transformers class (the export refuses it and says how to export the encoder).
 """
 import logging
 from typing import Dict, MutableMapping
@@ -51,18 +55,33 @@ class LongformerCandidateHead(nn.Module):
 EVIDENCE_DECODINGS = ("two_paragraphs", "threshold")
 
 
+class TwoLayerHead(nn.Module):
+    """features (..., C) -> (..., out): dense (C -> C), activation, dropout, out_proj (C -> out)."""
+
+    def __init__(self, embed_dim: int, out: int, activation: nn.Module, dropout: float):
+        super().__init__()
+        self.dense = nn.Linear(embed_dim, embed_dim)
+        self.activation = activation
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(embed_dim, out)
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.out_proj(self.dropout(self.activation(self.dense(features))))
+
+
 class LongformerHotpotQAHead(nn.Module):
     """features (B, N, C) -> {"span": (B, N, 2) start and end, "type": (B, 3) span/yes/no logits
-    from features[:, 0], "paragraph": (B, N), "sentence": (B, N)}."""
+    from features[:, 0], "paragraph": (B, N), "sentence": (B, N)}. ``dropout``: between the two
+    layers of the type and evidence heads (0.1, RoBERTa's hidden dropout: the paper gives none)."""
 
     QUESTION_TYPES = 3  # 0 a span of the context, 1 yes, 2 no
 
-    def __init__(self, embed_dim: int):
+    def __init__(self, embed_dim: int, dropout: float = 0.1):
         super().__init__()
         self.qa_outputs = nn.Linear(embed_dim, 2)
-        self.question_type = nn.Linear(embed_dim, self.QUESTION_TYPES)
-        self.paragraph_score = nn.Linear(embed_dim, 1)
-        self.sentence_score = nn.Linear(embed_dim, 1)
+        self.question_type = TwoLayerHead(embed_dim, self.QUESTION_TYPES, nn.Tanh(), dropout)
+        self.paragraph_score = TwoLayerHead(embed_dim, 1, nn.GELU(), dropout)
+        self.sentence_score = TwoLayerHead(embed_dim, 1, nn.GELU(), dropout)
 
     def forward(self, features: Tensor) -> Dict[str, Tensor]:
         return {"span": self.qa_outputs(features), "type": self.question_type(features[:, 0]),

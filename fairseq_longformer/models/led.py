@@ -69,9 +69,12 @@ class LEDEncoder(LongformerEncoder):
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
         global_attention_mask: Optional[Tensor] = None,
+        max_global_tokens: Optional[int] = None,
     ):
         """src_tokens: (B, N); global_attention_mask: (B, N), nonzero = global (None: the first
-        token of each row). Returns fairseq's encoder dict (encoder_out: [(N, B, C)])."""
+        token of each row, so at most 1 global token per row: no host read of the count);
+        max_global_tokens: a bound of every row's global count, or None (``AttentionMasks``).
+        Returns fairseq's encoder dict (encoder_out: [(N, B, C)])."""
         if src_tokens.size(1) > self.max_source_positions:
             raise ValueError(
                 f"source of {src_tokens.size(1)} tokens is longer than the LED encoder's "
@@ -82,8 +85,9 @@ class LEDEncoder(LongformerEncoder):
             )
         if global_attention_mask is None:
             global_attention_mask = first_token_global(src_tokens, self.padding_idx)
+            max_global_tokens = 1
         return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings,
-                               global_attention_mask=global_attention_mask)
+                               global_attention_mask=global_attention_mask, max_global_tokens=max_global_tokens)
 
 
 @register_model("led")
@@ -145,15 +149,18 @@ class LEDModel(BARTModel):
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
         global_attention_mask: Optional[Tensor] = None,
+        max_global_tokens: Optional[int] = None,
     ):
-        """BART's forward with the batch's global-attention mask (B, N) handed to the encoder.
-        Returns the decoder's (logits (B, T, V), extra)."""
+        """BART's forward with the batch's global-attention mask (B, N) and its bound of the
+        global count (``LEDEncoder.forward``) handed to the encoder. Returns the decoder's
+        (logits (B, T, V), extra)."""
         if classification_head_name is not None:
             raise NotImplementedError("LED has no classification heads: fine-tune the longformer "
                                       "model (task longformer_classification) for classification")
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths, token_embeddings=token_embeddings,
                                    return_all_hiddens=return_all_hiddens,
-                                   global_attention_mask=global_attention_mask)
+                                   global_attention_mask=global_attention_mask,
+                                   max_global_tokens=max_global_tokens)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only,
                             alignment_layer=alignment_layer, alignment_heads=alignment_heads,
                             src_lengths=src_lengths, return_all_hiddens=return_all_hiddens)

@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 
 class LongformerRobertaEncoder(RobertaEncoder):
     """RoBERTa's encoder (embeddings + LM head) around a LongformerEncoder; threads the
-    global-attention mask from ``model(src_tokens, global_attention_mask=...)`` down."""
+    global-attention mask (and the optional bound of its count, ``max_global_tokens``: see
+    ``LongformerEncoder``) from ``model(src_tokens, global_attention_mask=...)`` down."""
 
     def build_encoder(self, args, dictionary, embed_tokens):
         encoder = LongformerEncoder(args, dictionary, embed_tokens, attention_configs(args, "encoder"))
@@ -36,18 +37,21 @@ class LongformerRobertaEncoder(RobertaEncoder):
         return encoder
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False, masked_tokens=None,
-                global_attention_mask=None, **unused):
-        x, extra = self.extract_features(src_tokens, return_all_hiddens, global_attention_mask=global_attention_mask)
+                global_attention_mask=None, max_global_tokens=None, **unused):
+        x, extra = self.extract_features(src_tokens, return_all_hiddens, global_attention_mask=global_attention_mask,
+                                         max_global_tokens=max_global_tokens)
         if not features_only:
             x = self.output_layer(x, masked_tokens=masked_tokens)
         return x, extra
 
-    def extract_features(self, src_tokens, return_all_hiddens=False, global_attention_mask=None, **kwargs):
+    def extract_features(self, src_tokens, return_all_hiddens=False, global_attention_mask=None,
+                         max_global_tokens=None, **kwargs):
         encoder_out = self.sentence_encoder(
             src_tokens,
             return_all_hiddens=return_all_hiddens,
             token_embeddings=kwargs.get("token_embeddings", None),
             global_attention_mask=global_attention_mask,
+            max_global_tokens=max_global_tokens,
         )
         features = encoder_out["encoder_out"][0].transpose(0, 1)  # (N, B, C) -> (B, N, C)
         return features, {"inner_states": encoder_out["encoder_states"] if return_all_hiddens else None}

@@ -17,6 +17,7 @@ Shapes: prev_output_tokens (B, N); hidden states (N, B, C) as in fairseq.
 import sys
 from typing import Sequence
 
+import torch
 from fairseq.models.transformer import TransformerDecoder
 
 from .layers import LongformerDecoderLayer, wrap_layer
@@ -57,6 +58,22 @@ class LongformerLMDecoder(TransformerDecoder):
         layer = LongformerDecoderLayer(args, next(self._pending_layer_configs), no_encoder_attn=no_encoder_attn,
                                        relative_biases=self._pending_relative_biases[0])
         return wrap_layer(layer, args)
+
+    @property
+    def cross_self_attention(self) -> bool:
+        """False in eager mode (the LM refuses --cross-self-attention), True inside torch.compile.
+
+        fairseq's decoder reads the flag in one place only: it hands the layers its padding mask
+        ``if self.cross_self_attention or prev_output_tokens.eq(pad).any()``, a host read that
+        breaks a compiled graph. Saying True while compiling makes it hand the mask always, unread
+        (all False without padding, which changes nothing: ``AttentionMasks`` keeps it)."""
+        return torch.compiler.is_compiling()
+
+    @cross_self_attention.setter
+    def cross_self_attention(self, value: bool) -> None:
+        # fairseq's __init__ sets cfg.cross_self_attention, which build_model has refused if True
+        if value:
+            raise ValueError("longformer_lm does not support --cross-self-attention")
 
     def buffered_future_mask(self, tensor):
         """None: every layer's causal pattern already hides the future. fairseq's own makes and

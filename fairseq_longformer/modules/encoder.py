@@ -3,6 +3,10 @@
 ``LongformerEncoder`` overrides ``build_encoder_layer`` (layers from ``layers.py``) and its
 forward, which builds the typed ``AttentionMasks`` (padding and global tokens, with the index
 lists and counts every layer needs) once per forward and carries it down to every layer.
+``max_global_tokens`` (an int the caller knows on the host, e.g. the batch's largest global
+count rounded up to a bucket) sizes the global tensors without reading the count from the
+device: then the whole encoder compiles as one graph (``torch.compile(fullgraph=True)``), see
+``AttentionMasks``.
 fairseq's layer hands its ``encoder_padding_mask`` argument to ``self_attn(key_padding_mask=...)``
 untouched, so the masks object travels that way.
 
@@ -41,8 +45,10 @@ class LongformerEncoder(TransformerEncoder):
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
         global_attention_mask: Optional[Tensor] = None,
+        max_global_tokens: Optional[int] = None,
     ):
-        """src_tokens: (B, N); global_attention_mask: (B, N), nonzero = global. Returns fairseq's dict."""
+        """src_tokens: (B, N); global_attention_mask: (B, N), nonzero = global; max_global_tokens:
+        None, or a bound of every row's global count (``AttentionMasks``). Returns fairseq's dict."""
         length = src_tokens.size(1)
         if self.embed_positions is not None and length > self.max_source_positions:
             raise ValueError(
@@ -54,8 +60,9 @@ class LongformerEncoder(TransformerEncoder):
             raise ValueError(f"global_attention_mask has shape {tuple(global_attention_mask.shape)}, "
                              f"the tokens {tuple(src_tokens.shape)}: give one flag per token (B, N)")
         padding = src_tokens.eq(self.padding_idx)
-        # the batch facts every layer needs, computed once here (two host syncs per forward)
-        masks = AttentionMasks(padding=padding, is_global=global_attention_mask)
+        # the batch facts every layer needs, computed once here (eager: the host syncs of the
+        # masks; none inside torch.compile when max_global_tokens is given)
+        masks = AttentionMasks(padding=padding, is_global=global_attention_mask, max_global_tokens=max_global_tokens)
         x, encoder_embedding = self.forward_embedding(src_tokens, token_embeddings)
         if masks.padding is not None:
             x = x.masked_fill(padding.unsqueeze(-1), 0.0)

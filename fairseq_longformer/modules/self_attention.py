@@ -151,15 +151,16 @@ class LongformerSelfAttention(nn.Module):
         unfactorised form where its gradient is likewise zero up to rounding). rowsum(P) is 1
         without dropout; with it, P carries the keep mask of (b, h, global position, key).
 
-        x: (N, B, C). Returns values (K, C) for the K global tokens (masks.global_rows/_slots).
+        x: (N, B, C). Returns values (B, G, C), slot g of row b for its global token
+        (masks.global_index); an unused slot holds a stand-in that ``put_global_rows`` drops.
         """
         heads, head_dim, most = self.num_heads, self.head_dim, masks.max_global
         batch = x.shape[1]
-        rows, slots, positions = masks.global_rows, masks.global_slots, masks.global_positions
-        # (B, G, H, D) scaled global queries; empty slots (rows with fewer global tokens) stay 0
-        q_rows = self.q_global_proj(x[positions, rows]) * default_scale(head_dim)
-        queries = q_rows.new_zeros(batch, most, heads, head_dim)
-        queries[rows, slots] = q_rows.view(-1, heads, head_dim)
+        # (B, G, H, D) scaled global queries; an unused slot (a row with fewer global tokens)
+        # gets position 0's, whose row nothing reads: every slot is computed alike, so the
+        # shapes depend on G only (a static G compiles without a host read)
+        tokens = x.transpose(0, 1)[torch.arange(batch, device=x.device)[:, None], masks.global_index]
+        queries = (self.q_global_proj(tokens) * default_scale(head_dim)).view(batch, most, heads, head_dim)
         # scores and softmax in fp32 whatever the input dtype, as in every attention path
         compute = torch.float64 if x.dtype == torch.float64 else torch.float32
         keys_in = x.transpose(0, 1).to(compute)  # (B, N, C), a view when x is fp32
@@ -184,7 +185,7 @@ class LongformerSelfAttention(nn.Module):
                 values = values + bias
             else:
                 values = values + mass.view(batch, heads, most).transpose(1, 2)[..., None] * bias
-        return values[rows, slots].reshape(-1, self.embed_dim).to(x.dtype)
+        return values.reshape(batch, most, self.embed_dim).to(x.dtype)
 
     def _global_rows_dropout(self, dropout: AttentionDropout, masks: AttentionMasks, length: int, dtype) -> Tensor:
         """(B, N, H * G) key-major multipliers of the global rows: the mask of ``dropout.py``."""
@@ -234,7 +235,7 @@ class LongformerSelfAttention(nn.Module):
             with torch.autocast(x.device.type, enabled=False):  # it computes in fp32 itself, and
                 values = self._global_rows(x, masks, dropout)  # its backward would meet autocast's bf16
             # the core's dtype: under autocast it runs in autocast's dtype while x stays fp32
-            out = out.index_put((masks.global_positions, masks.global_rows), values.to(out.dtype))
+            out = masks.put_global_rows(out.transpose(0, 1), values.to(out.dtype)).transpose(0, 1)
         return out
 
     def forward(

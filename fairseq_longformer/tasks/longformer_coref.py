@@ -33,7 +33,7 @@ from fairseq.tasks import register_task
 from longformer_common.atomic import atomic_files
 from longformer_preprocessing.tasks.conll2012 import CorefDocument, write_document
 
-from ..models.coref_head import GENRES, HEAD_NAME, CorefHead, CorefHeadConfig
+from ..models.coref_head import HEAD_NAME, CorefHead, CorefHeadConfig, genre_index, segment_distance_buckets
 from ..user_errors import UserInputError
 from .finetune_base import ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask
 from .token_classes import CLS
@@ -54,12 +54,9 @@ class LongformerCorefConfig(LongformerFinetuneConfig):
     coref_dropout: float = field(default=0.3, metadata={"help": "dropout of the head"})
     coref_max_span_width: int = field(default=30, metadata={"help": "widest candidate span, in subwords"})
     coref_max_antecedents: int = field(default=50, metadata={"help": "antecedents kept per span by the coarse scores"})
-    coref_max_segments: int = field(default=11, metadata={"help": "segment-distance feature buckets"})
-
-
-def genre_index(genre: str) -> int:
-    """OntoNotes' genres in order; anything else shares one more row."""
-    return GENRES.index(genre) if genre in GENRES else len(GENRES)
+    coref_max_segments: int = field(default=0, metadata={"help": "segment-distance feature buckets; 0: follow "
+                                                             "--segment-length (the segments of the reference's "
+                                                             "1,152-subword training window: 3 at 384, 1 at 4,096)"})
 
 
 def segment_bounds(sentence: np.ndarray, word: np.ndarray, body: int) -> List[Tuple[int, int]]:
@@ -142,6 +139,11 @@ class LongformerCorefTask(LongformerFinetuneTask):
         if not 3 <= cfg.segment_length <= cfg.max_positions:
             raise UserInputError(f"--segment-length {cfg.segment_length} must be 0 or between 3 and --max-positions "
                                  f"{cfg.max_positions} (<s> and </s> included)")
+        if cfg.coref_max_segments < 0:
+            raise UserInputError(f"--coref-max-segments must be 0 (follow --segment-length) or positive, "
+                                 f"got {cfg.coref_max_segments}")
+        if cfg.coref_max_segments == 0:
+            cfg.coref_max_segments = segment_distance_buckets(cfg.segment_length)
         if cfg.head_lr_multiplier <= 0:
             raise UserInputError(f"--head-lr-multiplier must be positive, got {cfg.head_lr_multiplier}")
         self.predictions: Dict[str, Dict[int, list]] = {}  # split -> document index -> predicted word clusters
@@ -157,7 +159,7 @@ class LongformerCorefTask(LongformerFinetuneTask):
             model.span_heads[HEAD_NAME] = CorefHead(CorefHeadConfig(
                 embed_dim=model.args.encoder_embed_dim, max_width=cfg.coref_max_span_width,
                 ffnn_size=cfg.coref_ffnn_size, dropout=cfg.coref_dropout, max_antecedents=cfg.coref_max_antecedents,
-                max_segments=cfg.coref_max_segments, genres=len(GENRES) + 1))
+                max_segments=cfg.coref_max_segments))
         # fairseq's parameter-group tags (the composite optimizer's); compat reads lr_scale
         for name, p in model.named_parameters():
             head = name.startswith(f"span_heads.{HEAD_NAME}.")

@@ -8,10 +8,9 @@ one row per word, columns split on whitespace, sentences separated by blank line
 8 sense, 9 speaker, 10 named entities, then predicate arguments, and last the coreference column:
 ``-``, or marks joined with ``|``: ``(N`` opens a mention of entity N, ``N)`` closes the entity's
 most recently opened one (nested mentions of one entity close last-in-first-out), ``(N)`` is a
-one-word mention. The genre is the ID's first two letters (``bc``, ``bn``, ``mz``, ``nw``, ``pt``,
-``tc``, ``wb``). Rows with fewer columns (the scorer's own test files have 2 or 5) are read too:
-the word is column 3 where there are at least 5 columns, the speaker column 9 where there are at
-least 11, else ``-``.
+one-word mention. The genre is the ID's first two letters (one of ``GENRES`` in OntoNotes). Rows
+with fewer columns (the scorer's own test files have 2 or 5) are read too: the word is column 3
+where there are at least 5 columns, the speaker column 9 where there are at least 11, else ``-``.
 
 The scorer's order is kept because its duplicate handling depends on it: within one row, one-word
 mentions first, then openings, then closings; an entity's place is where its id is first seen,
@@ -40,6 +39,11 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, 
 from .examples import BadExample
 
 Span = Tuple[int, int]  # inclusive (first word, last word) over the document's words
+# OntoNotes 5.0's genres, a document id's first two letters: broadcast conversation, broadcast news,
+# magazine, newswire, pivot text (the Bible), telephone conversation, web text; in
+# mandarjoshi90/coref's order (experiments.conf ``genres``), which the coreference head's genre
+# embedding rows follow (fairseq_longformer/models/coref_head.py imports this tuple)
+GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")
 
 BEGIN = re.compile(r"^#\s*begin document (.*)$")
 END = re.compile(r"^#\s*end document")

@@ -36,6 +36,7 @@ class Case:
     global_positions: Optional[Sequence[Sequence[int]]] = None  # per batch row, may hit padding
     scale: Optional[float] = None  # None: default_scale(head_dim)
     head_dim: int = HEAD_DIM
+    max_global_tokens: Optional[int] = None  # AttentionMasks' static bound of the global count
 
 
 def case_masks(case: Case) -> AttentionMasks:
@@ -49,14 +50,15 @@ def case_masks(case: Case) -> AttentionMasks:
         is_global = torch.zeros(case.batch, case.length, dtype=torch.bool)
         for row, chosen in enumerate(case.global_positions):
             is_global[row, list(chosen)] = True
-    return AttentionMasks(padding=padding, is_global=is_global)
+    return AttentionMasks(padding=padding, is_global=is_global, max_global_tokens=case.max_global_tokens)
 
 
 def device_masks(masks: AttentionMasks) -> AttentionMasks:
     """The same masks on DEVICE."""
     return AttentionMasks(
         padding=None if masks.padding is None else masks.padding.to(DEVICE),
-        is_global=None if masks.is_global is None else masks.is_global.to(DEVICE))
+        is_global=None if masks.is_global is None else masks.is_global.to(DEVICE),
+        max_global_tokens=masks.max_global_tokens)
 
 
 def random_inputs(case: Case, dtype: torch.dtype, seed: int = 0,

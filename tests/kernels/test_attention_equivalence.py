@@ -66,6 +66,37 @@ def test_torch_path_matches_reference(length, window, dilation, causal, n_global
         torch.testing.assert_close(grad, ref, atol=1e-10, rtol=1e-10, msg=lambda m: f"grad {name}: {m}")
 
 
+@pytest.mark.parametrize("p_drop", [0.0, 0.1])
+@pytest.mark.parametrize("length,window,dilation,n_global,n_pad,bound", [
+    (97, 4, (1, 2, 3), 3, 5, 3),  # the bound is the largest count (row 1 has 2)
+    (64, 3, (1, 3, 2), 9, 0, 12),  # slots beyond every row's count
+    (20, 2, (1,), 2, 6, 50),  # beyond N: G = N
+])
+def test_torch_path_with_a_static_global_bound_matches_reference(length, window, dilation, n_global, n_pad,
+                                                                 bound, p_drop):
+    """``max_global_tokens`` (the global tensors sized by a bound, nothing read to the host, as
+    under torch.compile): the unused slots change nothing, output or gradient."""
+    tensors, masks = make_inputs(2, len(dilation), length, 8, n_global, n_pad)
+    bounded = AttentionMasks(masks.padding, masks.is_global, max_global_tokens=bound)
+    assert bounded.global_rows is None and bounded.max_global == min(bound, length)
+    pattern = AttentionPattern(window=window, dilation=dilation)
+    dropout = AttentionDropout(p_drop, seed=length + 7) if p_drop else None
+    ref_out, ref_grads = outputs_and_grads(reference_attention, tensors, pattern, masks, dropout)
+    out, grads = outputs_and_grads(sliding_chunks_attention, tensors, pattern, bounded, dropout)
+    torch.testing.assert_close(out, ref_out, atol=1e-10, rtol=1e-10)
+    for name, grad, ref in zip(("q", "k", "v", "q_g", "k_g", "v_g"), grads, ref_grads):
+        torch.testing.assert_close(grad, ref, atol=1e-10, rtol=1e-10, msg=lambda m: f"grad {name}: {m}")
+
+
+def test_a_global_bound_below_a_rows_count_or_not_an_int_is_refused():
+    _, masks = make_inputs(2, 2, 30, 4, 3, 0)  # rows of 3 and 2 global tokens
+    with pytest.raises(RuntimeError, match="more global tokens than max_global_tokens=2"):
+        AttentionMasks(masks.padding, masks.is_global, max_global_tokens=2)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="max_global_tokens must be an int >= 0"):
+            AttentionMasks(masks.padding, masks.is_global, max_global_tokens=bad)
+
+
 def test_torch_path_without_global_rows_keeps_every_other_row():
     """global_rows=False (the module computes those rows itself): every other row, and the
     gradients of q, k, v through them, are those of the full call; q_g, k_g, v_g are unread."""

@@ -58,6 +58,8 @@ CASES = [
          valid_lengths=[97, 70]),
     Case("n97_dil123_globals", 2, 3, 97, window=4, dilation=(1, 2, 3),
          valid_lengths=[97, 70], global_positions=[[0, 10, 11, 60], [96]]),  # row 1: none left
+    Case("n97_dil123_globals_static_bound", 2, 3, 97, window=4, dilation=(1, 2, 3),  # G = 7 > 4
+         valid_lengths=[97, 70], global_positions=[[0, 10, 11, 60], [5]], max_global_tokens=7),
     Case("n150_five_blocks_39_globals", 2, 3, 150, window=20, dilation=(1, 2, 3),
          valid_lengths=[150, 140],
          global_positions=[list(range(0, 150, 4)) + [149], [5, 149]]),  # 39 globals > one tile

@@ -26,6 +26,7 @@ def test_classification_defaults(classification_data):
     assert (_flag(argv, "--lr"), _flag(argv, "--total-num-update"), _flag(argv, "--warmup-updates")) == ("3e-5", "30", "3")
     assert _flag(argv, "--task") == "longformer_classification" and _flag(argv, "--global-attention") == "task"
     assert _flag(argv, "--max-positions") == "4096" and _flag(argv, "--attention-window") == "256"
+    assert (_flag(argv, "--dropout"), _flag(argv, "--attention-dropout")) == ("0.1", "0.1")  # RoBERTa's (appendix D)
     assert argv[-2:] == ["--max-update", "7"]  # extra flags come last
     assert "--finetune-from-model" not in argv and "--no-global-projections" not in argv
 

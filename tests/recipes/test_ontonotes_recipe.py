@@ -24,6 +24,7 @@ def test_paper_settings_and_baseline_segments(tmp_path):
     assert (flags["--task"], flags["--criterion"], flags["--arch"]) == ("longformer_coref",) * 2 + ("longformer_base",)
     assert (flags["--lr"], flags["--head-lr-multiplier"], flags["--segment-length"]) == ("1e-5", "10", "0")
     assert (flags["--max-positions"], flags["--batch-size"], flags["--coref-dropout"]) == ("4096", "1", "0.3")
+    assert (flags["--dropout"], flags["--attention-dropout"]) == ("0.1", "0.1")  # BERT's, as the original's
     assert flags["--best-checkpoint-metric"] == "conll_f1" and "--fp16" in argv and "--fp16-no-flatten-grads" in argv
     _, flags, argv = command(tmp_path, SEGMENT_LENGTH="384", CPU="1", WRITE_CONLL=str(tmp_path / "out"))
     assert flags["--segment-length"] == "384" and flags["--write-conll"] == str(tmp_path / "out")

@@ -29,12 +29,13 @@ import torch
 
 from longformer_kernels import AttentionDropout, AttentionPattern, fused_dropout_mask, sliding_chunks_attention
 
+from longformer_common import quiet
 from longformer_common.provenance import provenance, provenance_line
 from .workers import wait_until_quiet
 
 PROG = "python -m longformer_tools.bench.core_dropout"
 # flags that say where to write, not what is measured: not in the page's command
-NOT_SETTINGS = ("json", "markdown", "replot")
+NOT_SETTINGS = ("json", "markdown", "replot", "load_wait", "allow_load")
 
 
 def one_call(q, k, v, pattern, grad_out, dropout) -> Tuple[float, int]:
@@ -61,6 +62,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also store every round's times and page faults here")
     parser.add_argument("--markdown", metavar="PATH", help="also write the results page (with --json or --replot)")
     parser.add_argument("--replot", metavar="JSON", help="measure nothing: re-write --markdown from a stored run")
+    quiet.add_load_arguments(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.rounds < 1 or not 0.0 < args.rate < 1.0:
         parser.error("--rounds must be >= 1 and --rate in (0, 1)")
@@ -71,6 +73,9 @@ def main(argv=None) -> int:
             report = json.load(handle)
         write_page(report, args.replot, args.markdown)
         return 0
+    load_start = quiet.load_at_start(PROG, [args.json, args.markdown], args.load_wait, args.allow_load)
+    if load_start is None:
+        return 2  # refused: the machine stayed busy (the line is printed)
     torch.set_num_threads(args.threads)
     busy = wait_until_quiet(args.quiet_below, 120.0)
     generator = torch.Generator().manual_seed(0)
@@ -116,6 +121,8 @@ def main(argv=None) -> int:
     if args.json:
         report = {"settings": {k: v for k, v in vars(args).items() if k not in NOT_SETTINGS},
                   "busy_cores_at_start": busy, "fused": fused, "provenance": provenance(),
+                  "load_average_at_start": load_start,
+                  "load_average_at_end": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else [],
                   "rounds": {label: [{"seconds": t, "page_faults": f} for t, f in runs[label]] for label in labels}}
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as handle:
@@ -129,7 +136,9 @@ def page(report: dict, json_path: str, markdown_path: str) -> str:
     its ratio to no dropout per round, and the page faults per call."""
     s, rounds = report["settings"], report["rounds"]
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in s.items())
+    banner = quiet.load_banner(report.get("load_average_at_start"), report.get("load_average_at_end"))
     lines = [f"# Attention dropout's cost in the attention core (CPU, N = {s['length']:,})", "",
+             *([banner, ""] if banner else []),
              "Written by this command (it measures again):", "", "```bash",
              f"{PROG} {flags} --json {json_path} --markdown {markdown_path}",
              "```", "", "and re-rendered from the stored JSON, measuring nothing, by:", "", "```bash",

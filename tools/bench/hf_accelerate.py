@@ -22,6 +22,9 @@ from typing import Callable, Dict, List
 
 import torch
 
+from longformer_common.quiet import load_banner
+from longformer_common.staleness import CPU_MODEL_CODE, stale_banner
+
 CASES = ("longformer_forward", "longformer_fwd_bwd", "led_encoder_forward", "led_generate", "onnx_forward")
 # cases whose second model is not the accelerated one: what the "accelerated" column then holds
 CONTENDERS = {"onnx_forward": "onnxruntime"}
@@ -191,8 +194,13 @@ def page(report: dict) -> str:
     s, env = report["settings"], report["environment"]
     lengths = {"longformer_forward": s["length"], "longformer_fwd_bwd": s["length"], "onnx_forward": s["length"],
                "led_encoder_forward": s["led_length"], "led_generate": s["gen_length"]}
+    rows = report["results"]
+    banner = load_banner(env.get("load_average_at_start", rows[0].get("load_average_before") if rows else None),
+                         env.get("load_average_at_end", rows[-1].get("load_average_after") if rows else None))
+    stale = stale_banner(env.get("commit"), CPU_MODEL_CODE + ("fairseq_longformer/serving",))
     lines = [
         "# transformers' Longformer / LED, stock against `longformer_kernels.hf.accelerate` (CPU)", "",
+        *[line for text in (banner, stale) if text for line in (text, "")],
         f"Written by `{report['command']}`. Measured on commit {env['commit']}, {env['date']}, {env['processor']} "
         f"({env['cpus']} CPUs, {s['threads']} torch threads), torch {env['torch']}, transformers "
         f"{env['transformers']}. Random weights: {s['layers']} layer(s) of {s['hidden']} wide, {s['heads']} "

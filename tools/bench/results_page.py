@@ -14,6 +14,8 @@ import shlex
 from typing import List, Optional, Sequence
 
 from longformer_common.provenance import provenance_line
+from longformer_common.quiet import load_banner
+from longformer_common.staleness import CPU_MODEL_CODE, stale_banner
 from .ratios import limit_lines, row_order
 
 # flags that say what to do with a run, not how it was measured: never part of the command
@@ -55,7 +57,8 @@ def _number(value, spec: str = "{:,.0f}") -> str:
 
 
 def _header(title: str, prog: str, parser, report: dict, json_path: str, markdown_path: str) -> List[str]:
-    """Title, the two commands, the machine and the ratios' convention."""
+    """Title, the banners of a run measured under load (``longformer_common.quiet``) or on code
+    older than this checkout's (``longformer_common.staleness``), the two commands, the machine and the ratios' convention."""
     env = report.get("environment", {})
     settings = report.get("settings", {})
     load = [env.get("load_average_at_start"), env.get("load_average_at_end")]
@@ -67,8 +70,9 @@ def _header(title: str, prog: str, parser, report: dict, json_path: str, markdow
         f"{settings['threads']} thread(s) per worker" if "threads" in settings else "",
         f"1-minute load average at {load_text}" if load_text else "",
         f"{env['seconds']:,.0f} s" if env.get("seconds") else "") if part)
+    banners = [load_banner(load[0], load[1]), stale_banner((report.get("provenance") or {}).get("commit"), CPU_MODEL_CODE)]
     return [
-        f"# {title}", "",
+        f"# {title}", "", *[line for banner in banners if banner for line in (banner, "")],
         "Written by this command (it measures again; minutes to hours on a CPU):", "",
         "```bash", command_line(prog, parser, settings, json_path, markdown_path), "```", "",
         "and re-rendered from the stored JSON, measuring nothing, by:", "",

@@ -28,7 +28,7 @@ from ..bench.figure1 import plot, require_matplotlib
 from ..bench.ratios import add_ratios, format_table
 from ..bench.workers import run_side_by_side
 from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_run_arguments, load_report,
-                         memory_limit_mb, settings, write_report)
+                         load_at_start, memory_limit_mb, settings, write_report)
 
 CPU_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
 GPU_LENGTHS = CPU_LENGTHS + [32768]
@@ -108,10 +108,10 @@ def parse_args(argv=None):
     return args
 
 
-def environment(args) -> dict:
+def environment(args, load_start) -> dict:
     info = {"python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine(),
             "processor": platform.processor(), "cpu_count": os.cpu_count(), "threads": args.threads,
-            "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None}
+            "load_average_at_start": load_start}
     if args.device == "cuda":
         info["gpu"] = torch.cuda.get_device_name()
     try:
@@ -170,6 +170,9 @@ def main(argv=None) -> int:
         return 2
     if args.replot:
         return replot(args.replot, args.markdown)
+    load_start = load_at_start(args, "longformer-bench")
+    if load_start is None:
+        return 2
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args) if args.device == "cpu" else None
     # what every case of the run shares; each case sets its contender, length, global tokens and rate
@@ -181,7 +184,7 @@ def main(argv=None) -> int:
              # length-major, contenders and rates adjacent: they run side by side in time
              for length in sorted(args.lengths) for g in args.global_tokens for p in args.dropout
              for impl in args.impls]
-    info = environment(args)
+    info = environment(args, load_start)
     results, limits, given_up = [], [], {}
     started = time.time()
     # one point = the contenders at one length and global-token count, at every rate, timed side

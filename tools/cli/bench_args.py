@@ -13,6 +13,7 @@ from ..bench.measure import MEMORY_HELP
 from ..bench.ratios import MEMORY_RATIO_DEFINITION, SPEEDUP_DEFINITION
 from ..bench.workers import default_memory_limit_mb
 from longformer_common.provenance import provenance
+from longformer_common import quiet
 
 
 def int_list(text: str):
@@ -25,7 +26,7 @@ def add_run_arguments(parser, *, unit: str, lengths, lengths_help: str, repeats:
                       files: str = "the JSON", time_cap_help: Optional[str] = None,
                       name_help: Optional[str] = None) -> None:
     """Add --lengths, --repeats, --threads, --time-cap, --memory-limit-gb, --quiet-wait,
-    --quiet-below, --out-dir and --name with this command's defaults. ``unit``: what one timing
+    --quiet-below, --out-dir, --name, --load-wait and --allow-load with this command's defaults. ``unit``: what one timing
     measures ("case", "model", "encoder"); ``step``: the timed call; ``files``: what --out-dir
     receives. A default worked out after parsing is None, with its help text given."""
     parser.add_argument("--lengths", type=int_list, default=lengths, help=lengths_help)
@@ -49,6 +50,14 @@ def add_run_arguments(parser, *, unit: str, lengths, lengths_help: str, repeats:
                         help="cores of other work below which the machine counts as quiet (default 0.5)")
     parser.add_argument("--out-dir", default="bench", help=f"the folder for {files} (default bench/)")
     parser.add_argument("--name", default=name, help=name_help or f"file name stem (default {name})")
+    quiet.add_load_arguments(parser)
+
+
+def load_at_start(args, program: str):
+    """The load average at the start of a run (``longformer_common.quiet.load_at_start``): after
+    the quiet wait when --out-dir or --markdown is in docs/results/; None after the refusal."""
+    return quiet.load_at_start(program, [args.out_dir, getattr(args, "markdown", None)], args.load_wait,
+                               args.allow_load)
 
 
 def add_page_arguments(parser, redraws: str = "") -> None:
@@ -103,7 +112,8 @@ def memory_limit_mb(args) -> Optional[float]:
 
 def settings(args) -> dict:
     """The flags that describe the measurement (all but --out-dir, --name, --markdown, --replot)."""
-    return {k: v for k, v in vars(args).items() if k not in ("out_dir", "name", "markdown", "replot")}
+    return {k: v for k, v in vars(args).items()
+            if k not in ("out_dir", "name", "markdown", "replot", "load_wait", "allow_load")}
 
 
 def load_report(path: str, impls) -> dict:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from dataclasses import asdict
 
+from longformer_common import quiet
+
 from ..bench.hf_accelerate import CASES, Sizes, page, run_case
 
 
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out-dir", default="docs/results")
     parser.add_argument("--name", default="hf_accelerate_cpu")
     parser.add_argument("--replot", metavar="JSON", help="re-render the page of a stored run and exit")
+    quiet.add_load_arguments(parser)
     return parser
 
 
@@ -69,6 +72,9 @@ def main(argv=None) -> int:
     unknown = [c for c in cases if c not in CASES]
     if unknown or args.runs < 1 or args.threads < 1:
         parser.error(f"--cases takes {', '.join(CASES)} (got {unknown}); --runs and --threads must be >= 1")
+    load_start = quiet.load_at_start("longformer-bench-hf", [args.out_dir], args.load_wait, args.allow_load)
+    if load_start is None:
+        return 2  # refused: the machine stayed busy (the line is printed)
     import torch
     import transformers
 
@@ -87,7 +93,9 @@ def main(argv=None) -> int:
         "settings": {**asdict(sizes), "runs": args.runs, "threads": args.threads},
         "environment": {"commit": _commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime(
             "%Y-%m-%d %H:%M UTC"), "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "torch": torch.__version__, "transformers": transformers.__version__},
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "load_average_at_start": load_start,
+            "load_average_at_end": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None},
         "results": rows,
     }
     os.makedirs(args.out_dir, exist_ok=True)

@@ -22,7 +22,7 @@ from ..bench.led_encoder import ENCODERS, EncoderCase, check_in_fresh_process, f
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report,
+from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_at_start, load_report,
                          memory_limit_mb, replot_model_report, write_report)
 
 
@@ -69,6 +69,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replot:
         return replot_model_report("longformer-bench-led", args.replot, ENCODERS, format_rows, page, args.markdown)
+    load_start = load_at_start(args, "longformer-bench-led")
+    if load_start is None:
+        return 2
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args)
 
@@ -79,7 +82,6 @@ def main(argv=None) -> int:
                            time_cap=args.time_cap, memory_limit_mb=limit_mb)
 
     started = time.time()
-    load_start = os.getloadavg()
     difference = check_in_fresh_process(case("led", args.check_length))
     print(f"check at N={args.check_length} (inside the window w={args.window}): largest |LED - dense| = "
           f"{difference:.2e} (tolerance {args.tolerance:g})")

@@ -19,7 +19,7 @@ from ..bench.lm_step import MODELS, LMStepCase, format_rows, loss_check, ratio_r
 from ..bench import results_page
 from ..bench.measure import MEMORY_HELP
 from ..bench.workers import run_side_by_side
-from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_report,
+from .bench_args import (add_page_arguments, add_run_arguments, check_run_arguments, load_at_start, load_report,
                          memory_limit_mb, replot_model_report, write_report)
 
 
@@ -72,6 +72,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replot:
         return replot_model_report("longformer-bench-lm", args.replot, MODELS, format_rows, page, args.markdown)
+    load_start = load_at_start(args, "longformer-bench-lm")
+    if load_start is None:
+        return 2
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args)
     started = time.time()
@@ -103,7 +106,7 @@ def main(argv=None) -> int:
     rows = ratio_rows(results)
     print()
     print(format_rows(rows))
-    path = write_report(args, rows, started, loss_checks=checks)
+    path = write_report(args, rows, started, environment={"load_average_at_start": load_start}, loss_checks=checks)
     if args.markdown:
         results_page.write_page(page(load_report(path, MODELS), path, args.markdown), args.markdown)
     print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))

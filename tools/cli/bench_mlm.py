@@ -23,7 +23,7 @@ from ..bench.mlm_step import MODELS, MLMStepCase, format_rows, import_models, lo
 from ..bench.workers import run_side_by_side
 from ..bench import results_page
 from .bench_args import (add_page_arguments, add_run_arguments, check_dropout, check_page_path, check_run_arguments,
-                         load_report, memory_limit_mb, replot_model_report, write_report)
+                         load_at_start, load_report, memory_limit_mb, replot_model_report, write_report)
 
 PROG = "longformer-bench-mlm"
 
@@ -95,6 +95,9 @@ def main(argv=None) -> int:
     except ImportError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
+    load_start = load_at_start(args, PROG)
+    if load_start is None:
+        return 2
     os.makedirs(args.out_dir, exist_ok=True)
     limit_mb = memory_limit_mb(args)
     started = time.time()
@@ -129,7 +132,7 @@ def main(argv=None) -> int:
     rows = ratio_rows(results)
     print()
     print(format_rows(rows))
-    path = write_report(args, rows, started, loss_checks=checks)
+    path = write_report(args, rows, started, environment={"load_average_at_start": load_start}, loss_checks=checks)
     if args.markdown:
         results_page.write_page(page(load_report(path, MODELS), path, args.markdown), args.markdown)
     print(f"\nwrote {path}" + (f" and {args.markdown}" if args.markdown else ""))

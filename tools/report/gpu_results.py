@@ -16,6 +16,8 @@ from typing import Dict, List
 
 from longformer_kernels import attention_flops
 
+from .lease_ratios import ab_rows, ab_summary, flex_summary
+
 CHECK_LINE = re.compile(r"^(\S+)\s+(fp32|fp16|bf16)\s+(\d\.\d)\s+(oracle_vs_reference|torch|triton)"
                         r"\s+(\S+)\s+(ok|FAIL.*)$")
 LABELS = {"triton": "ours, Triton", "torch": "ours, PyTorch path", "flex": "FlexAttention (global mask read from a tensor)",
@@ -104,10 +106,9 @@ def later_leases(folder: Path) -> List[str]:
                  "``_interior_range``), the interior ones masked only by their keys' kinds. Every check passed "
                  "with it (its lines replace lease 3's in the table above). Old kernels (the commit before) "
                  "against new, alternating rounds in one process, bf16, committed tiles:", "", "```"]
-        page += log_block(lease4, "=== ab (", "=== ab:") + ["```", ""]
-        page += ["The forward ran 1.04-1.08x as fast at B = 8 (0.96x with dropout and 8 global tokens) and "
-                 "1.17-1.26x at small B or N, where the host-side changes of the same commit count most; "
-                 "forward+backward ran 0.91-0.97x, the backward's three loops being slower than its one. "
+        ab = log_block(lease4, "=== ab (", "=== ab:")
+        page += ab + ["```", ""]
+        page += [ab_summary(ab_rows(ab)) + " "
                  "The commit keeps the three loops in the forward only; the backward kernels walk one "
                  "loop again, doing per tile exactly what the old kernels timed above did (only the way an "
                  "interior tile is recognised changed; it is checked exhaustively in the interpreter). That "
@@ -117,11 +118,7 @@ def later_leases(folder: Path) -> List[str]:
                  "commit; the 60 s limit ended the run before the G = 8 range form):", "", "```"]
         page += lines_matching(lease4, r"G=\d ")
         page += ["```", "",
-                 "Reading `is_global[i] | is_global[j]` in the mask made Flex's forward 14x slower, even with no "
-                 "token global; every Flex time in the tables above was taken that way and overstates its cost. "
-                 "Written as the band alone, Flex takes 1.05 ms forward and 4.13 ms forward+backward at G = 0, "
-                 "against ours 1.26 ms (new forward) and 4.17 ms (old kernels, whose backward is the one "
-                 "committed): on par, not faster. `gpu_bench.flex_contender` now writes the mask the fast way "
+                 flex_summary(lease4, ab_rows(ab)) + " `gpu_bench.flex_contender` now writes the mask the fast way "
                  "(band alone, or a position range for the first G tokens).", "",
                  "Where a small call's time goes (B = 1, N = 4,096, bf16; `host_profile.py`): the host, not the "
                  "GPU:", "", "```"]
@@ -131,6 +128,15 @@ def later_leases(folder: Path) -> List[str]:
         page += [line for line in log_block(lease4, "=== tune (", "=== tune:") if line.startswith("best _")]
         page += ["```"]
     return page
+
+
+def spread_note(rows: List[dict]) -> str:
+    """How the cells read: "median (min-max)" where the JSON stores every timed call, else a
+    sentence saying that it holds no spread."""
+    if any(r.get("ms_all") for r in rows):
+        return "Cells: median (min-max) of the timed calls."
+    return ("Cells: medians; the benchmark JSON stores only the median of each cell, not its timed calls, "
+            "so no range can be given.")
 
 
 def bench_rows(folder: Path) -> List[dict]:
@@ -157,7 +163,8 @@ def _cell(row) -> str:
         return "-"
     if "ms" not in row:
         return "skipped" if "dropout" in row.get("skipped", "") else "n/a"
-    return f"{row['ms']:.3f}"
+    calls = row.get("ms_all")
+    return f"{row['ms']:.3f} ({min(calls):.3f}-{max(calls):.3f})" if calls else f"{row['ms']:.3f}"
 
 
 def bench_table(rows: List[dict], dtype: str) -> List[str]:
@@ -310,8 +317,8 @@ def page(folder: Path, device: str) -> str:
                      "head forward, forward+backward 3x) over the time. `skipped`: FlexAttention has no attention "
                      "dropout. Flex / ours, dense / ours: their time over ours (above 1: ours is faster). "
                      "FlexAttention here read the global tokens from a tensor in its mask, also at G = 0, which "
-                     "made its forward 14x slower than the band alone (lease 4, below): its column overstates "
-                     "its cost.", ""]
+                     "made its forward slower than the band alone (lease 4, below): its column overstates "
+                     "its cost. " + spread_note(rows), ""]
             page += bench_table(rows, dtype)
     page += later_leases(folder)
     for path in sorted(folder.glob("tune_round*.json")):

@@ -3,6 +3,8 @@
     python -m longformer_tools.report.results_pages           # list the pages that differ (exit 1 if any)
     python -m longformer_tools.report.results_pages --write   # re-write them all from their data
 
+It also fills the topic pages' generated figure blocks (``doc_figures``) from the same data.
+
 Each page is written by a command (its first lines name it) from a JSON or a folder of logs
 beside it; ``RENDERERS`` renders it again the way that command does, from that data alone.
 A page whose data was never stored (an experiment's table from before its JSON was kept) is in
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Callable, Dict
 
 from longformer_common.provenance import REPO
+
+from .doc_figures import stale_docs
 
 RESULTS = "docs/results"
 UNRENDERED_MARK = "Not rendered from stored data"
@@ -121,7 +125,7 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "triton_compile.md": _compile_table,
 }
 # pages of experiments that kept no JSON: each says so, with its commit (the test checks the mark)
-UNRENDERED = ("global_ablation.md", "wikihop_small.md")
+UNRENDERED = ("global_ablation.md", "wikihop_small.md", "quickstart_report.md", "finetune_kjv.md")
 # pages that may not exist before their command's first run: scripts/regenerate_timings.sh writes
 # core_dropout.md, `bash recipes/table5_small.sh` (--results-page) table5_small.md
 FIRST_WRITTEN_BY_REGENERATE = ("core_dropout.md", "table5_small.md")
@@ -167,7 +171,11 @@ def main(argv=None) -> int:
                 (REPO / RESULTS / page).write_text(text)
     for page in differ:
         print(f"{'rewrote' if args.write else 'differs from its data'}: {RESULTS}/{page}")
-    return 1 if differ and not args.write else 0
+    docs = stale_docs(write=args.write)
+    for path in docs:
+        print(f"{'rewrote the figure blocks of' if args.write else 'figure blocks differ from their data'}: "
+              f"{path.relative_to(REPO)}")
+    return 1 if (differ or docs) and not args.write else 0
 
 
 if __name__ == "__main__":

@@ -103,10 +103,12 @@ def choose_head(heads: Sequence[HeadRef], name: Optional[str], where: str) -> Op
     return named[0]
 
 
+HOTPOTQA_HEAD = ("a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting paragraphs "
+                 "and sentences)")
 # a tensor only that head holds -> what it is (span heads are told apart by their layers' names)
 NO_HF_CLASS = {
-    "question_type.weight": "a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting "
-                            "paragraphs and sentences)",
+    "question_type.out_proj.weight": HOTPOTQA_HEAD,
+    "question_type.weight": HOTPOTQA_HEAD,  # checkpoints from before its type head had two layers
     "candidate_score.weight": "a WikiHop candidate head (task longformer_wikihop: one logit per [ent] token)",
     "mention_ffnn.0.weight": "a coreference head (task longformer_coref: the coarse-to-fine span and antecedent "
                              "scorer)",
