@@ -15,6 +15,6 @@ status 1 when one is missed):
   coref           documents whose antecedents lie within one segment: CoNLL F1 >= 60, beside the
                   string-match baseline
 Orderings (3 seeds, mean ± spread as runner.py; a gap inside the spread is "undetermined"):
-  coref_ordering, hotpotqa_ordering, wikihop_ordering.
+  coref_ordering, wikihop_ordering, and hotpotqa's own ordering page (two stages against one).
 The load average is sampled while training runs; a page whose training saw more than 3 says so.
 """

@@ -22,8 +22,8 @@ MODEL = Model(window=32, positions=1024)
 Span = Tuple[int, int]
 
 
-def write_documents(path: Path, kind: str, count: int, seed: int, pool, mentions: int,
-                    distances=None) -> Dict[str, Tuple[List[List[str]], Dict[str, List[Span]]]]:
+def write_documents(path: Path, kind: str, count: int, seed: int, pool, mentions: int, distances=None,
+                    aliases: bool = False) -> Dict[str, Tuple[List[List[str]], Dict[str, List[Span]]]]:
     """``count`` documents into one CoNLL-2012 file (coref_small's layout); doc key -> (sentences,
     entity -> word spans), for the baselines."""
     from longformer_preprocessing.tasks.conll2012 import CorefDocument, write_document
@@ -32,7 +32,7 @@ def write_documents(path: Path, kind: str, count: int, seed: int, pool, mentions
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         for i in range(count):
-            sentences, entities = document(rng, pool, distances or DISTANCES[kind], 3, mentions)
+            sentences, entities = document(rng, pool, distances or DISTANCES[kind], 3, mentions, aliases)
             doc_id = f"nw/kjv/{kind}/doc_{seed}_{i:04d}"
             doc = CorefDocument(doc_id, "000", f"#begin document ({doc_id}); part 000", sentences,
                                 [["-"] * len(s) for s in sentences])
@@ -69,14 +69,15 @@ def string_match_f1(docs) -> float:
     return round(100 * conll_f1(score_documents(keys, responses)), 2)
 
 
-def prepare(work: Path, budget: dict, train_kind: str, valid: Dict[str, Tuple[str, int]], distances=None) -> tuple:
+def prepare(work: Path, budget: dict, train_kind: str, valid: Dict[str, Tuple[str, int]], distances=None,
+            aliases: bool = False) -> tuple:
     """The CoNLL files and binaries: train documents of ``train_kind``, and per valid subset name
     (kind, seed); (data folder, subset -> its documents)."""
     pool, conll = verses(KJV), work / "conll"
     write_documents(conll / "train" / "train_gold_conll", train_kind, budget["train"], 11, pool, budget["mentions"],
-                    distances)
+                    distances, aliases)
     subsets = {name: write_documents(conll / f"{name}_gold_conll", kind, budget["valid"], seed, pool,
-                                     budget["mentions"], distances) for name, (kind, seed) in valid.items()}
+                                     budget["mentions"], distances, aliases) for name, (kind, seed) in valid.items()}
     files = {"train": conll / "train", **{("valid" if i == 0 else "test"): conll / f"{name}_gold_conll"
                                           for i, name in enumerate(valid)}}
     data = common.prepare("ontonotes", files, work / "data", "--train-sentencepiece", str(budget["vocab"]))

@@ -28,6 +28,8 @@ def ordering(better: dict, worse: dict) -> str:
     "reversed" when the other way round, else "undetermined" (the ranges overlap: the gap is
     inside the spread)."""
     b, w = row_summary(better["values"]), row_summary(worse["values"])
+    if min(len(better["values"]), len(worse["values"])) < 2:
+        return "undetermined"  # one seed: no spread to tell a gap from seed noise
     if b["min"] > w["max"]:
         return "holds"
     if w["min"] > b["max"]:
@@ -38,7 +40,8 @@ def ordering(better: dict, worse: dict) -> str:
 def ordering_sentence(claim: str, better: dict, worse: dict) -> str:
     b, w = row_summary(better["values"]), row_summary(worse["values"])
     said = {"holds": "holds (every seed above every seed)", "reversed": "is REVERSED here (every seed below every seed)",
-            "undetermined": "is undetermined (the seed ranges overlap: the gap is inside the spread)"}
+            "undetermined": "is undetermined (the seed ranges overlap, or one seed only: the gap is not told from "
+                                    "seed noise)"}
     return f"{claim}: {b['mean'] - w['mean']:+.2f} points on the mean; the ordering {said[ordering(better, worse)]}."
 
 
