@@ -94,15 +94,19 @@ def markdown(result: dict, image: Optional[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render(result: dict) -> str:
+    """The page's text from its stored result alone (longformer_tools.report.results_pages renders
+    it again this way); the curve is NAME.png beside it."""
+    return markdown(result, f"{result['name']}.png" if result.get("curves") else None)
+
+
 def write(result: dict, folder: Path) -> Path:
     """NAME.json, NAME.png (when there are curves) and NAME.md into ``folder``; the page's path."""
     folder.mkdir(parents=True, exist_ok=True)
     name = result["name"]
     (folder / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    image = None
     if result.get("curves"):
         plot(result["curves"], result["metric"], result["title"], folder / f"{name}.png")
-        image = f"{name}.png"
     page = folder / f"{name}.md"
-    page.write_text(markdown(result, image))
+    page.write_text(render(json.loads((folder / f"{name}.json").read_text())))
     return page

@@ -49,6 +49,7 @@ def test_page_states_the_criterion_before_the_numbers_and_draws_the_curve(tmp_pa
     assert "![learning curve](learning_fake.png)" in text
     assert json.loads((tmp_path / "learning_fake.json").read_text())["passed"] is True
     assert "85.00 ± 5.00" in text  # mean ± half the range
+    assert page.render(json.loads((tmp_path / "learning_fake.json").read_text())) == text  # results_pages' way
 
 
 def test_a_page_whose_training_saw_a_busy_machine_says_so_at_the_top(tmp_path):
