@@ -16,7 +16,7 @@ SEGMENT = 128
 GAP = (140, 180)  # words from one mention to the next
 MODEL = Model(layers=2, window=160, positions=1280)
 ROWS = {"whole document": [], f"{SEGMENT}-subword segments": ["--segment-length", str(SEGMENT)]}
-BUDGETS = {"full": {"train": 200, "valid": 20, "mentions": 2, "updates": 400, "lr": 1e-3, "validate_every": 100,
+BUDGETS = {"full": {"train": 300, "valid": 20, "mentions": 2, "updates": 800, "lr": 1e-3, "validate_every": 200,
                     "ffnn": 64, "vocab": 1000},
            "tiny": coref.BUDGETS["tiny"]}
 
