@@ -95,6 +95,17 @@ def _charlm_ablation(name: str) -> str:
     return page(json.loads((Path(RESULTS) / f"{name}.json").read_text()))
 
 
+def _learning_check(name: str) -> str:
+    from longformer_experiments.learning_checks.page import render
+
+    return render(json.loads((Path(RESULTS) / f"{name}.json").read_text()))
+
+
+# python -m longformer_experiments.learning_checks --write-docs writes these (none before its first run)
+LEARNING_CHECK_PAGES = ("learning_classification", "learning_qa", "learning_wikihop", "learning_hotpotqa_stage_one",
+                        "learning_hotpotqa_stage_two", "ordering_hotpotqa", "learning_coref", "ordering_coref",
+                        "ordering_wikihop")
+
 RENDERERS: Dict[str, Callable[[], str]] = {
     "figure1_cpu.md": lambda: _bench("figure1_cpu"),
     "attention_layer_4096.md": lambda: _bench("attention_layer_4096"),
@@ -118,12 +129,14 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "coref_step_4096.md": lambda: _coref("step_time", "coref_step_4096"),
     "gpu_h200.md": _gpu,
     "triton_compile.md": _compile_table,
+    **{f"{name}.md": (lambda name=name: _learning_check(name)) for name in LEARNING_CHECK_PAGES},
 }
 # pages of experiments that kept no JSON: each says so, with its commit (the test checks the mark)
 UNRENDERED = ("global_ablation.md", "wikihop_small.md", "quickstart_report.md", "finetune_kjv.md")
 # pages that may not exist before their command's first run: scripts/regenerate_timings.sh writes
 # core_dropout.md, `bash recipes/table5_small.sh` (--results-page) table5_small.md
-FIRST_WRITTEN_BY_REGENERATE = ("core_dropout.md", "table5_small.md")
+FIRST_WRITTEN_BY_REGENERATE = ("core_dropout.md", "table5_small.md",
+                               *(f"{name}.md" for name in LEARNING_CHECK_PAGES))
 
 
 def pages() -> list:

@@ -1,0 +1,5 @@
+import sys
+
+from longformer_experiments.learning_checks.main import main
+
+sys.exit(main())

@@ -1,0 +1,177 @@
+"""HotpotQA's heads, both stages, on hotpotqa_small's KJV bridge questions ("Where dwelt the brother of
+A?": A's paragraph names the brother B, B's paragraph his town). Per seed: stage one trained on all
+the paragraphs, its selection (``longformer-select-paragraphs``), stage two trained on the selection;
+the controls: stage two on a random selection of as many paragraphs, and on the gold selection
+(the oracle). Three pages from the same runs: stage one's check (gold paragraphs kept against
+a random selection), stage two's check (answer F1 against a random town of its input), and the
+ordering (two stages against one, beside random and gold selection)."""
+import json
+import random
+from pathlib import Path
+from typing import Dict, List
+
+from longformer_experiments.hotpotqa_small.data import TOWNS, records
+from longformer_experiments.hotpotqa_small.main import select
+from longformer_experiments.learning_checks import common
+from longformer_experiments.learning_checks.page import ordering_sentence
+from longformer_experiments.learning_checks.training import Model, curve, fine_tune
+from longformer_experiments.runner import KJV, last_valid, summarize
+
+RECALL, MARGIN = 90.0, 20.0
+BUDGETS = {"full": {"paragraphs": 10, "train": 1600, "valid": 200, "updates": 300, "batch_size": 16, "lr": 1e-3,
+                    "validate_every": 50, "vocab": 800},
+           "tiny": {"paragraphs": 4, "train": 24, "valid": 8, "updates": 2, "batch_size": 8, "lr": 1e-3,
+                    "validate_every": 1, "vocab": 500}}
+MODEL = Model(positions=512)
+
+
+def kept_only(items: List[dict], keep) -> List[dict]:
+    """The records with each context cut to the paragraphs ``keep(record)`` names (indices)."""
+    return [{**r, "context": [r["context"][p] for p in sorted(keep(r))]} for r in items]
+
+
+def gold(record: dict) -> set:
+    titles = {t for t, _ in record["supporting_facts"]}
+    return {p for p, (title, _) in enumerate(record["context"]) if title in titles}
+
+
+def random_keep(count: int, seed: int):
+    """keep(record): ``count`` paragraphs at random (seeded by the record's id)."""
+    return lambda r: set(random.Random(f"{seed}:{r['_id']}").sample(range(len(r["context"])), count))
+
+
+def random_town_f1(items: List[dict]) -> float:
+    """Expected answer F1 (%) of answering a town of the record's context at random (towns are one
+    word: F1 is 1 for the right town, 0 for another; 0 when the context lost the answer)."""
+    total = 0.0
+    for r in items:
+        towns = {w.strip(".") for _, sentences in r["context"] for s in sentences for w in s.split()
+                 if w.strip(".") in TOWNS}
+        total += (r["answer"] in towns) / max(len(towns), 1)
+    return 100.0 * total / len(items)
+
+
+def write_json(folder: Path, splits: Dict[str, list]) -> Dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, items in splits.items():
+        (folder / f"{split}.json").write_text(json.dumps(items))
+    return {split: folder / f"{split}.json" for split in splits}
+
+
+def stage_two(work: Path, name: str, files: Dict[str, Path], tokenizer: List[str], budget: dict, seed: int,
+              prepared: Dict[str, Path]) -> dict:
+    """Stage two's reader trained on ``files`` (prepared once per name); its curve and valid answer F1
+    (every valid question is in the file: a cut context just scores lower)."""
+    if name not in prepared:
+        prepared[name] = common.prepare("hotpotqa", files, work / f"data_{name}", "--max-input-tokens",
+                                        str(MODEL.positions), *tokenizer)
+    log = fine_tune(prepared[name], "longformer_hotpotqa", work / "logs" / f"{name}.seed{seed}.log", MODEL,
+                    updates=budget["updates"], batch_size=budget["batch_size"], lr=budget["lr"], seed=seed,
+                    validate_every=budget["validate_every"])
+    return {"f1": last_valid(log, "f1"), "curve": curve(log, "f1")}
+
+
+def pipeline(work: Path, budget: dict, raw: Dict[str, Path], data1: Path, seed: int) -> dict:
+    """One seed: stage one, its selection, stage two on it, on a random selection of as many
+    paragraphs, and on the gold paragraphs."""
+    seed_dir = work / f"seed{seed}"
+    log = fine_tune(data1, "longformer_hotpotqa", work / "logs" / f"stage1.seed{seed}.log", MODEL,
+                    updates=budget["updates"], batch_size=budget["batch_size"], lr=budget["lr"], seed=seed,
+                    validate_every=budget["validate_every"], save_dir=seed_dir / "stage1")
+    selected = select(seed_dir / "stage1" / "checkpoint_last.pt", data1, raw, seed_dir / "selected")
+    kept = max(1, round(selected["valid"]["paragraphs_kept"]["mean"]))
+    tokenizer = ["--sentencepiece-model", str(data1 / "spm.model"), "--srcdict", str(data1 / "dict.txt")]
+    published = {split: json.loads(path.read_text()) for split, path in raw.items()}
+    sources = {"selected": {s: seed_dir / "selected" / f"{s}.json" for s in raw},
+               "random": write_json(seed_dir / "random", {s: kept_only(v, random_keep(kept, seed))
+                                                          for s, v in published.items()})}
+    prepared: Dict[str, Path] = {}
+    two = {name: stage_two(seed_dir, name, files, tokenizer, budget, seed, prepared) for name, files in sources.items()}
+    selected_valid = json.loads((seed_dir / "selected" / "valid.json").read_text())
+    return {"stage1_curve": curve(log, "paragraph_loss"), "one_stage_f1": last_valid(log, "f1"),
+            "recall": selected["valid"]["gold_paragraph_recall"], "kept": selected["valid"]["paragraphs_kept"]["mean"],
+            "random_recall": 100.0 * kept / budget["paragraphs"], "stage2": two,
+            "random_town_selected": random_town_f1(selected_valid)}
+
+
+def run(work: Path, budget_name: str, seeds) -> list:
+    budget = BUDGETS[budget_name]
+    made = records(KJV, 0, {"train": budget["train"], "valid": budget["valid"]}, budget["paragraphs"])
+    raw = write_json(work / "json", made)
+    data1 = common.prepare("hotpotqa", raw, work / "data", "--max-input-tokens", str(MODEL.positions),
+                           "--train-sentencepiece", str(budget["vocab"]))
+    gold_files = write_json(work / "gold", {s: kept_only(v, gold) for s, v in made.items()})
+    tokenizer = ["--sentencepiece-model", str(data1 / "spm.model"), "--srcdict", str(data1 / "dict.txt")]
+    prepared: Dict[str, Path] = {}
+    runs = common.per_seed(lambda seed: pipeline(work, budget, raw, data1, seed), seeds)
+    for seed in seeds:  # the oracle: one gold preparation, then a run per seed
+        runs[str(seed)]["stage2"]["gold"] = stage_two(work, "gold", gold_files, tokenizer, budget, seed, prepared)
+    return [stage_one_page(runs, budget, seeds), stage_two_page(runs, budget, seeds, made),
+            ordering_page(runs, budget, seeds, made)]
+
+
+def about(budget: dict) -> str:
+    return (f"{budget['train']} train / {budget['valid']} valid KJV bridge questions over {budget['paragraphs']} "
+            f"paragraphs titled by names (2 gold; experiments/hotpotqa_small/data.py); every stage a "
+            f"{MODEL.layers}-layer x {MODEL.dim} Longformer from scratch, window {MODEL.window}, global attention on "
+            f"the question, titles and sentence markers, {budget['updates']} updates of {budget['batch_size']}; "
+            "selection by longformer-select-paragraphs (threshold -3.0, at most 5 paragraphs).")
+
+
+def budget_of(budget: dict) -> dict:
+    return {**budget, "layers": MODEL.layers, "dim": MODEL.dim, "window": MODEL.window}
+
+
+def stage_one_page(runs: dict, budget: dict, seeds) -> dict:
+    recall = {s: r["recall"] for s, r in runs.items()}
+    kept = {s: r["kept"] for s, r in runs.items()}
+    chance = {s: r["random_recall"] for s, r in runs.items()}
+    mean_recall, mean_kept = summarize(list(recall.values()))["mean"], summarize(list(kept.values()))["mean"]
+    passed = mean_recall >= RECALL and mean_kept < budget["paragraphs"]
+    check = {"passed": passed, "criterion_check": f"{mean_recall:.2f}% of the gold paragraphs kept, "
+                                                  f"{mean_kept:.2f} of {budget['paragraphs']} paragraphs kept per question"}
+    criterion = (f"stage one's selection keeps at least {RECALL:.0f}% of the gold paragraphs of valid (mean over "
+                 f"seeds) while keeping fewer than all {budget['paragraphs']} paragraphs per question")
+    return common.result("learning_hotpotqa_stage_one", "Learning check: HotpotQA stage one (paragraph head)",
+                         about(budget) + " The curve: stage one's valid paragraph loss (nats per question; a "
+                         "constant predictor of 2 gold in P paragraphs scores P x H(2/P)).", criterion,
+                         "valid gold-paragraph recall (%)",
+                         [common.row("stage one's selection", "model", recall),
+                          common.row("paragraphs kept per question", "model", kept),
+                          common.row("random selection of as many", "baseline", chance)],
+                         {f"seed {s}": r["stage1_curve"] for s, r in runs.items()}, budget_of(budget), seeds, check)
+
+
+def stage_two_page(runs: dict, budget: dict, seeds, made) -> dict:
+    f1 = {s: r["stage2"]["selected"]["f1"] for s, r in runs.items()}
+    chance = {s: r["random_town_selected"] for s, r in runs.items()}
+    gold_f1 = {s: r["stage2"]["gold"]["f1"] for s, r in runs.items()}
+    criterion = (f"stage two's answer F1 on valid (mean over seeds) at least {MARGIN:.0f} points above answering a "
+                 "random town of its input (stage one's selection)")
+    return common.result("learning_hotpotqa_stage_two", "Learning check: HotpotQA stage two (answer head)",
+                         about(budget), criterion, "valid answer F1 (%)",
+                         [common.row("stage two on stage one's selection", "model", f1),
+                          common.row("random town of the input", "baseline", chance),
+                          common.row("stage two on the gold paragraphs", "oracle", gold_f1)],
+                         {f"seed {s}": r["stage2"]["selected"]["curve"] for s, r in runs.items()},
+                         budget_of(budget), seeds, common.margin_check(f1, chance, MARGIN))
+
+
+def ordering_page(runs: dict, budget: dict, seeds, made) -> dict:
+    rows = {"one stage (all paragraphs)": ("row", {s: r["one_stage_f1"] for s, r in runs.items()}),
+            "two stages (stage one's selection)": ("row", {s: r["stage2"]["selected"]["f1"] for s, r in runs.items()}),
+            "two stages, random selection": ("control", {s: r["stage2"]["random"]["f1"] for s, r in runs.items()}),
+            "two stages, gold selection": ("oracle", {s: r["stage2"]["gold"]["f1"] for s, r in runs.items()})}
+    table = [common.row(label, kind, values) for label, (kind, values) in rows.items()]
+    one, two, rand, gold_row = table
+    verdicts = [ordering_sentence("two stages above one (paper: +4.2 joint F1 on HotpotQA)", two, one),
+                ordering_sentence("stage one's selection above a random one", two, rand),
+                ordering_sentence("the gold selection above stage one's", gold_row, two)]
+    result = common.result("ordering_hotpotqa", "Ordering: HotpotQA two stages against one", about(budget),
+                           "the paper's claim that the two-stage model reads better than one stage over all the "
+                           "paragraphs, shown beside a random selection and the gold one; answer F1 on valid",
+                           "valid answer F1 (%)", table,
+                           {f"{label} seed {s}": runs[s]["stage2"][key]["curve"] for label, key in
+                            (("selected", "selected"), ("random", "random"), ("gold", "gold")) for s in runs},
+                           budget_of(budget), seeds, {"passed": None}, verdicts)
+    return result
