@@ -34,8 +34,9 @@ GROUP_SCORES = 1 << 19
 # loop costing alike, whatever its work), and the band loop has a handful of regions per group
 # where the stock model has a few large matmuls. So with threads the groups are larger: 16x
 # fewer regions. Measured side by side in one process (LED encoder, N = 4,096, w = 512, load
-# 8-10 on 2 cores): the median fell below the stock model's, while the 1-thread times of 2^19
-# and 2^23 stayed within each other's noise. ``group_budget`` picks between them.
+# 8-10 on 2 cores): the median fell below the stock model's, and below 2^19's for the Longformer
+# (w = 256, N = 4,096) forward and forward + backward too, while the 1-thread times of 2^19 and
+# 2^23 stayed within each other's noise. ``group_budget`` picks between them.
 GROUP_SCORES_THREADED = 1 << 23
 # On a GPU the groups are far larger: there each group costs a dozen kernel launches, and the
 # cache argument does not apply (a size chosen for launch overhead, not measured here).
