@@ -27,9 +27,19 @@ BAND_MASKED = float("-inf")
 # and their gradients stay in cache between the steps that use them. Measured on CPU (N = 4096,
 # 12 heads, w = 256): 2^17-2^18 fastest with 1 thread, 2^19-2^20 with 2 (fewer, larger
 # parallel regions); 2^22 was 1.3-1.5x slower than the best.
+GROUP_SCORES = 1 << 19
+# With more than one torch thread every step of a group is a parallel region that ends when its
+# slowest thread does: on a shared machine a descheduled thread makes each region wait (the
+# profile of a 1-layer LED encoder at N = 4,096, w = 512 under load showed every step of the
+# loop costing alike, whatever its work), and the band loop has a handful of regions per group
+# where the stock model has a few large matmuls. So with threads the groups are larger: 16x
+# fewer regions. Measured side by side in one process (LED encoder, N = 4,096, w = 512, load
+# 8-10 on 2 cores): the median fell below the stock model's, and below 2^19's for the Longformer
+# (w = 256, N = 4,096) forward and forward + backward too, while the 1-thread times of 2^19 and
+# 2^23 stayed within each other's noise. ``group_budget`` picks between them.
+GROUP_SCORES_THREADED = 1 << 23
 # On a GPU the groups are far larger: there each group costs a dozen kernel launches, and the
 # cache argument does not apply (a size chosen for launch overhead, not measured here).
-GROUP_SCORES = 1 << 19
 GROUP_SCORES_GPU = 1 << 24
 
 
@@ -38,6 +48,14 @@ def _chunk_size(window: int, length: int) -> int:
     # the batched matmuls stay large enough to be efficient (on CPU at w = 256, D = 64, c = 64
     # beat 128 and 256 in every matmul of forward and backward).
     return max(1, min(length, max(window // 4, 32)))
+
+
+def group_budget(device: torch.device) -> int:
+    """Score elements per group of windows on ``device`` (see GROUP_SCORES*): read per call,
+    so that a caller's ``torch.set_num_threads`` counts."""
+    if device.type != "cpu":
+        return GROUP_SCORES_GPU
+    return GROUP_SCORES if torch.get_num_threads() == 1 else GROUP_SCORES_THREADED
 
 
 def exp_and_lse(scores: Tensor, lse: Tensor) -> Tensor:
@@ -82,8 +100,7 @@ class BandLayout:
         self.windows = self.slices * self.num_chunks
         self.before = window  # key p of the chunk starting at position s is window column p - s + w
         self.rows = (self.windows + self.blocks - 1) * c
-        budget = GROUP_SCORES if device.type == "cpu" else GROUP_SCORES_GPU
-        self.group = max(1, budget // (c * self.width))
+        self.group = max(1, group_budget(device) // (c * self.width))
 
     def queries(self, x: Tensor) -> Tensor:
         """(B, H, M, D) -> (S * nb, c, D), zero padded."""
