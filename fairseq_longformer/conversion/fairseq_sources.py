@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..tasks.longformer_mlm import batch_pad_multiple
 from .fairseq_checkpoint import config_get, config_set
-from .from_fairseq import LED_CRITERION, convert_checkpoint, count_layers, missing_keys_error, stack_dims
+from .from_fairseq import LED_CRITERION, convert_checkpoint, count_layers, missing_keys_error
 from .restore import ConvertedCheckpoint
 from .rules import check_extendable
 
@@ -53,8 +53,9 @@ class RobertaSource:
                       "layernorm_embedding.weight", "layernorm_embedding.bias")
     head_keys = ("encoder.lm_head.weight", "encoder.lm_head.bias", "encoder.lm_head.dense.weight",
                  "encoder.lm_head.dense.bias", "encoder.lm_head.layer_norm.weight", "encoder.lm_head.layer_norm.bias")
-    arch_name, task_name, criterion, provenance_key = "longformer_base", "longformer_mlm", "LongformerMLMLoss", \
-        "longformer_conversion"
+    stacks = (("encoder", tokens_key, ENCODER),)  # (name, token table, layer prefix), one per layer count
+    archs, default_arch = {}, "longformer_base"  # the source's arch -> the target's
+    task_name, criterion, provenance_key = "longformer_mlm", "LongformerMLMLoss", "longformer_conversion"
 
     def read(self, model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
         """(state dict in the current layout, 'new' or 'old'): fairseq's load-time upgrades done
@@ -103,12 +104,6 @@ class RobertaSource:
 
     def check_positions(self, max_positions: int, source_positions: int) -> None:
         check_extendable(source_positions, max_positions)
-
-    def model_dims(self, model_section, model_state: Mapping, layers) -> Dict[str, int]:
-        return stack_dims(model_section, model_state, "encoder", layers[0], self.tokens_key, self.ENCODER)
-
-    def arch(self, model_section) -> str:
-        return self.arch_name
 
     def rewrite_config(self, args, cfg, windows, max_positions: int) -> None:
         """Blocks of ``max_positions`` in task longformer_mlm, with the batch padding multiple;
@@ -192,7 +187,8 @@ class BartSource:
     vocab_keys = (tokens_key, "decoder.embed_tokens.weight")
     mask_optional = True  # a pretrained BART has the <mask> row, a fine-tuned one may not
     dropped_prefixes = ("classification_heads.",)
-    archs = {"bart_large": "led_large", "mbart_large": "led_large"}  # anything else: led_base
+    stacks = (("encoder", tokens_key, "encoder."), ("decoder", "decoder.embed_tokens.weight", "decoder."))
+    archs, default_arch = {"bart_large": "led_large", "mbart_large": "led_large"}, "led_base"
     criterion, provenance_key = LED_CRITERION, "led_conversion"
 
     def read(self, model_state: Mapping) -> Tuple[Mapping, str]:
@@ -237,15 +233,6 @@ class BartSource:
                 f"--max-positions {max_positions} is not a multiple of BART's {source_positions} encoder "
                 f"positions: the copy initialisation tiles BART's table whole (e.g. "
                 f"{16 * source_positions} = 16 x {source_positions}, the released LED's)")
-
-    def model_dims(self, model_section, model_state: Mapping, layers) -> Dict[str, int]:
-        encoder = stack_dims(model_section, model_state, "encoder", layers[0], self.tokens_key, "encoder.")
-        decoder = stack_dims(model_section, model_state, "decoder", layers[1], "decoder.embed_tokens.weight",
-                             "decoder.")
-        return {**encoder, **decoder}
-
-    def arch(self, model_section) -> str:
-        return self.archs.get(config_get(model_section, "arch"), "led_base")
 
     def rewrite_config(self, args, cfg, windows, max_positions: int) -> None:
         """The encoder's positions in the task section too (fairseq's hub loader reads it)."""

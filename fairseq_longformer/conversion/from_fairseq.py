@@ -149,8 +149,9 @@ def convert_checkpoint(source, source_dir, out_dir, max_positions: int, attentio
     source_positions = model_state[source.positions_key].shape[0] - (padding_idx + 1)
     source.check_positions(max_positions, source_positions)
     windows = parse_windows(attention_window, layers[0])
-    dims = source.model_dims(model_section, model_state, layers)
-    arch = source.arch(model_section)
+    dims = {name: value for (stack, tokens_key, prefix), count in zip(source.stacks, layers)
+            for name, value in stack_dims(model_section, model_state, stack, count, tokens_key, prefix).items()}
+    arch = source.archs.get(config_get(model_section, "arch"), source.default_arch)
 
     new_state, dropped = convert_state_dict(model_state, source, max_positions, init_positions, padding_idx, seed)
     rewrite_model_section(model_section, arch, dims, windows, max_positions)  # the copy config_sections made

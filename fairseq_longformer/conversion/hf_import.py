@@ -102,11 +102,10 @@ def _labels(config: Mapping, hf_dir: Path) -> List[str]:
 
 # settings transformers' config classes default when config.json lacks them (sizes are not among
 # them: those are checked against the tensors), and transformers 5's defaults for a machine without it
-DEFAULTED_SETTINGS = ("layer_norm_eps", "type_vocab_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
-                      "hidden_act", "position_embedding_type", "tie_word_embeddings")
 TRANSFORMERS_DEFAULTS = {"layer_norm_eps": 1e-12, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
                          "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
                          "position_embedding_type": "absolute", "tie_word_embeddings": True}
+DEFAULTED_SETTINGS = tuple(TRANSFORMERS_DEFAULTS)
 FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
 
 

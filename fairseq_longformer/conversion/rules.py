@@ -42,6 +42,15 @@ def from_hf_windows(value, layers: int) -> Tuple[Optional[Tuple[int, ...]], Opti
     return tuple(v // 2 for v in values), None
 
 
+UNCHECKED = object()  # a config rule's default: an entry config.json lacks is not checked
+
+
+def rule_problems(config: Mapping, rules) -> List[str]:
+    """"name = value: why" for each rule (name, default, ok, why) ``config`` breaks, in table order."""
+    return [f"{name} = {config.get(name, default)!r}: {why}" for name, default, ok, why in rules
+            if (name in config or default is not UNCHECKED) and not ok(config.get(name, default))]
+
+
 def is_exact_gelu(fn) -> bool:
     """Whether a fairseq activation is the erf GELU that HF's "gelu" computes."""
     return fn is utils.get_activation_fn("gelu") or fn is torch.nn.functional.gelu

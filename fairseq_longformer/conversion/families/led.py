@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..rules import from_hf_windows, is_exact_gelu, to_hf_windows, window_problems
+from ..rules import from_hf_windows, is_exact_gelu, rule_problems, to_hf_windows, window_problems
 
 HF_ARCHITECTURE = "LEDForConditionalGeneration"
 
@@ -67,6 +67,13 @@ HF_SIZES = {
 }
 HF_LAYER_COUNTS = {"encoder_layers": "led.encoder.layers.", "decoder_layers": "led.decoder.layers."}
 HF_HEAD_COUNTS = ("encoder_attention_heads", "decoder_attention_heads")
+CONFIG_RULES = (  # (config.json entry, its default, ok, why)
+    ("activation_function", "gelu", lambda v: v == "gelu", "the fairseq LED is built with exact gelu only"),
+    ("scale_embedding", False, lambda v: not v, "fairseq's BART does not scale embeddings"),
+    ("tie_word_embeddings", True, bool, "fairseq's BART shares one token table (--share-all-embeddings)"),
+    *((name, i, lambda v, i=i: v == i, f"fairseq's dictionary and decoder fix it to {i}")  # the decoder starts with </s>
+      for name, i in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2), ("decoder_start_token_id", 2))),
+)
 
 
 def led_key_map(encoder_layers: int, decoder_layers: int) -> Dict[str, str]:
@@ -78,11 +85,6 @@ def led_key_map(encoder_layers: int, decoder_layers: int) -> Dict[str, str]:
     modules += [(f"decoder.layers.{i}.{fs}", f"led.decoder.layers.{i}.{hf}")
                 for i in range(decoder_layers) for fs, hf in DECODER_LAYER]
     return {f"{fs}.{part}": f"{hf}.{part}" for fs, hf in modules for part in ("weight", "bias")}
-
-
-def reverse_led_key_map(encoder_layers: int, decoder_layers: int) -> Dict[str, str]:
-    """HF key -> fairseq key (the import direction), derived from ``led_key_map``."""
-    return {hf: fs for fs, hf in led_key_map(encoder_layers, decoder_layers).items()}
 
 
 @dataclass
@@ -124,18 +126,7 @@ class LEDLayout:
         missing = [key for key in HF_LAYOUT_KEYS if key not in config]
         if missing:
             raise ValueError(f"{where}: config.json lacks {missing}: not a complete LED config")
-        problems = []
-
-        def want(name, default, ok, why):
-            if not ok(config.get(name, default)):
-                problems.append(f"{name} = {config.get(name, default)!r}: {why}")
-
-        want("activation_function", "gelu", lambda v: v == "gelu", "the fairseq LED is built with exact gelu only")
-        want("scale_embedding", False, lambda v: not v, "fairseq's BART does not scale embeddings")
-        want("tie_word_embeddings", True, bool, "fairseq's BART shares one token table (--share-all-embeddings)")
-        for name, fairseq_id in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2),
-                                 ("decoder_start_token_id", 2)):  # fairseq's decoder starts with </s>
-            want(name, fairseq_id, lambda v, i=fairseq_id: v == i, f"fairseq's dictionary and decoder fix it to {fairseq_id}")
+        problems = rule_problems(config, CONFIG_RULES)
         layers = int(config["encoder_layers"])
         windows, window_problem = from_hf_windows(config["attention_window"], layers)
         if window_problem:
@@ -241,8 +232,6 @@ def fairseq_to_hf_state(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str
     return {k: v.detach().clone().contiguous() for k, v in out.items()}
 
 
-
-
 def load_into_hf(hf_model, tensors: Dict[str, Tensor]) -> None:
     """Fill a freshly built HF LED with the exported ``tensors``; ValueError when they do not fit
     it (HF writes the tied tables and the zero logits bias itself)."""
@@ -266,7 +255,7 @@ def reserved_rows(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str, Tens
 def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
                         reserved: Optional[Dict[str, Tensor]] = None) -> Dict[str, Tensor]:
     """HF LED tensors -> the fairseq LED state dict (every key of the built model but the version buffers)."""
-    mapping = reverse_led_key_map(layout.encoder_layers, layout.decoder_layers)
+    mapping = {hf: fs for fs, hf in led_key_map(layout.encoder_layers, layout.decoder_layers).items()}
     tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state]
     known = {*mapping, *tables, *(hf for _, hf in POSITIONS), HF_LOGITS_BIAS}
     missing = sorted(set(mapping) - set(hf_state)) + [hf for _, hf in POSITIONS if hf not in hf_state]

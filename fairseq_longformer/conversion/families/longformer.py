@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ...models.global_projections import add_missing_global_projections
 from ...tasks.longformer_mlm import batch_pad_multiple
-from ..rules import check_shapes, extend_positions, from_hf_windows, shape_of, to_hf_windows
+from ..rules import UNCHECKED, check_shapes, extend_positions, from_hf_windows, rule_problems, shape_of, to_hf_windows
 from .longformer_heads import HEAD_MODULES, HEAD_TASKS, HeadRef, head_config
 
 logger = logging.getLogger(__name__)
@@ -272,32 +272,28 @@ HF_SIZES = {
 HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
 
 
+FAIRSEQ_IDS = (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))  # fixed by fairseq's Dictionary
+CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries config.json has are checked
+    ("hidden_act", UNCHECKED, lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only"),
+    ("layer_norm_eps", UNCHECKED, lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
+     f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)"),
+    ("position_embedding_type", UNCHECKED, lambda v: v in (None, "absolute"),
+     "only absolute (learned) positions have a fairseq counterpart"),
+    ("is_decoder", UNCHECKED, lambda v: not v, "a decoder (causal) model is not a masked LM encoder"),
+    ("add_cross_attention", UNCHECKED, lambda v: not v, "cross-attention has no counterpart in the encoder"),
+    ("problem_type", UNCHECKED, lambda v: v in (None, "single_label_classification"),
+     "fairseq's longformer_classification trains single-label cross-entropy"),
+)
+
+
 def config_problems(config: Mapping, model_type: str) -> List[str]:
-    """What in a HF config.json fairseq's Longformer cannot take, one line each: the settings first (no size
-    is read), then, once ``sized`` (the sizes checked against the tensors), the rules that involve sizes."""
-    problems: List[str] = []
-
-    def want(name, ok, why):
-        if name in config and not ok(config[name]):
-            problems.append(f"{name} = {config[name]!r}: {why}")
-
-    want("hidden_act", lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only")
-    want("layer_norm_eps", lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
-         f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)")
-    want("position_embedding_type", lambda v: v in (None, "absolute"),
-         "only absolute (learned) positions have a fairseq counterpart")
-    want("is_decoder", lambda v: not v, "a decoder (causal) model is not a masked LM encoder")
-    want("add_cross_attention", lambda v: not v, "cross-attention has no counterpart in the encoder")
-    want("problem_type", lambda v: v in (None, "single_label_classification"),
-         "fairseq's longformer_classification trains single-label cross-entropy")
+    """What in a HF config.json fairseq's Longformer cannot take, one line each (no size is read)."""
     # CamemBERT's released config says bos 5, eos 6: its tokenizer's <s>, </s>, with fairseq's ids 0
     # and 2 kept as <s>NOTUSED, </s>NOTUSED (checked, with a warning, against the tokenizer on import)
-    ids = (("pad_token_id", 1),) if config.get("model_type") == "camembert" else (
-        ("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))
-    for name, fairseq_id in ids:
-        want(name, lambda v, i=fairseq_id: v is None or v == i,
-             f"fairseq's Dictionary fixes this id to {fairseq_id}")
-    return problems
+    ids = FAIRSEQ_IDS[:1] if config.get("model_type") == "camembert" else FAIRSEQ_IDS
+    return rule_problems(config, CONFIG_RULES + tuple(
+        (name, UNCHECKED, lambda v, i=i: v is None or v == i, f"fairseq's Dictionary fixes this id to {i}")
+        for name, i in ids))
 
 
 def size_problems(config: Mapping, model_type: str) -> List[str]:
