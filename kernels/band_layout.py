@@ -55,6 +55,11 @@ def group_budget(device: torch.device) -> int:
     so that a caller's ``torch.set_num_threads`` counts."""
     if device.type != "cpu":
         return GROUP_SCORES_GPU
+    if torch.compiler.is_compiling():
+        # torch.get_num_threads() returns a host int that dynamo cannot put in the graph (a
+        # graph break inside the attention's autograd.Function): compiled graphs take the
+        # threaded size (outputs do not depend on the group size)
+        return GROUP_SCORES_THREADED
     return GROUP_SCORES if torch.get_num_threads() == 1 else GROUP_SCORES_THREADED
 
 
