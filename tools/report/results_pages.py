@@ -109,6 +109,7 @@ LEARNING_CHECK_PAGES = ("learning_classification", "learning_qa", "learning_wiki
 RENDERERS: Dict[str, Callable[[], str]] = {
     "figure1_cpu.md": lambda: _bench("figure1_cpu"),
     "attention_layer_4096.md": lambda: _bench("attention_layer_4096"),
+    "attention_layer_4096_busy.md": lambda: _bench("attention_layer_4096_busy"),
     "charlm_step_cpu.md": lambda: _model("lm_page", "LM_MODELS", "charlm_step_cpu"),
     "charlm_step_cpu_16384.md": lambda: _model("lm_page", "LM_MODELS", "charlm_step_cpu_16384"),
     "charlm_step_cpu_16384_ckpt.md": lambda: _model("lm_page", "LM_MODELS", "charlm_step_cpu_16384_ckpt"),
