@@ -8,6 +8,7 @@ from pathlib import Path
 
 import longformer_experiments.hotpotqa_small as package
 from longformer_common.flags import add_flags
+from longformer_common import quiet
 from longformer_common.provenance import provenance_line
 from longformer_common.results import stamped, write_page
 from longformer_experiments.hotpotqa_small.data import records
@@ -155,7 +156,9 @@ def page(done: dict) -> str:
     text = (markdown(a, summary(results), {s: results[s]["selection"] for s in seeds}, seeds)
             + f"\ntotal {round(done['seconds'])} s on CPU. {provenance_line(done.get('provenance'))}\n\n"
             + regenerate_note(MODULE, done["argv"]) + "\n")
-    return "# HotpotQA's two stages and evidence decoding in small\n\n" + text
+    # the run recorded only its load at the end (provenance): a busy machine says so at the top
+    banner = quiet.load_banner(None, (done.get("provenance") or {}).get("load_average"))
+    return "# HotpotQA's two stages and evidence decoding in small\n\n" + (banner + "\n\n" if banner else "") + text
 
 
 def render(a, results: dict, seconds: float, argv, measured_on=None) -> str:
