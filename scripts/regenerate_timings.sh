@@ -18,6 +18,9 @@
 #   figure1_cpu            Figure 1 on the CPU, N = 512 .. 8,192, 0 and 8 global tokens   about 300 s
 #                          (N = 16,384 alone takes 10 minutes more: `longformer-bench --lengths 16384 ...`)
 #   core_dropout           attention dropout's cost in the core, fused and eager mask, 15 rounds  about 40 s
+#   attention_layer_4096_profile  where that layer's time goes at dropout 0.1 (torch.profiler's
+#                          operator self times by group, the matmuls' own rate), its fraction of
+#                          the peak and the gap to the 75% target, 5 timed + 5 profiled calls  about 40 s
 #   attention_layer_4096_busy  the same layer, ours against dense SDPA, quiet and then beside one
 #                          spin process (--busy 1): each one's slowdown, ours' speedup over dense
 #                          in both conditions, 7 rounds                             about 150 s
@@ -46,12 +49,14 @@ if [[ "${SMOKE:-0}" == 1 ]]; then
   layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
   figure=(--lengths 128,256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
   core=(--length 256 --heads 2 --head-dim 16 --window 16 --rounds 5 --quiet-below 99)
+  profile=(--length 256 --heads 2 --head-dim 16 --window 16 --calls 5 --peak-sizes 128,256)
   busy_layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
   train=(--size tiny --repeats 5)
 else
   layer=(--lengths 4096 --time-cap 60 --quiet-wait 60)
   figure=(--lengths 512,1024,2048,4096,8192 --time-cap 60 --quiet-wait 60)
   core=(--rounds 15)
+  profile=(--calls 5)
   busy_layer=(--lengths 4096 --time-cap 60 --quiet-wait 60 --repeats 7)
   train=(--size quickstart --repeats 7)
 fi
@@ -71,6 +76,10 @@ longformer-bench "${figure[@]}" "${load[@]}" --impls dense torch hf --global-tok
 stage core_dropout
 python3 -m longformer_tools.bench.core_dropout "${core[@]}" "${load[@]}" --json "$OUT/core_dropout.json" \
   --markdown "$OUT/core_dropout.md"
+
+stage attention_layer_4096_profile
+python3 -m longformer_tools.bench.layer_profile "${profile[@]}" "${load[@]}" \
+  --json "$OUT/attention_layer_4096_profile.json" --markdown "$OUT/attention_layer_4096_profile.md"
 
 stage attention_layer_4096_busy
 longformer-bench "${busy_layer[@]}" "${load[@]}" --impls dense torch --global-tokens 0 --dropout 0 --device cpu \

@@ -17,7 +17,8 @@ def test_smoke_run_writes_every_page(tmp_path):
     done = subprocess.run(["bash", str(REPO / "scripts" / "regenerate_timings.sh")], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    for page in ("attention_layer_4096", "figure1_cpu", "core_dropout", "attention_layer_4096_busy"):
+    for page in ("attention_layer_4096", "figure1_cpu", "core_dropout", "attention_layer_4096_profile",
+                 "attention_layer_4096_busy"):
         assert (tmp_path / f"{page}.md").exists() and (tmp_path / f"{page}.json").exists(), page
     for page in ("attention_layer_4096", "figure1_cpu", "attention_layer_4096_busy"):
         report = json.loads((tmp_path / f"{page}.json").read_text())

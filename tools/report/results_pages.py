@@ -57,6 +57,14 @@ def _compile_table() -> str:
     return compile_page.seed_page()
 
 
+def _layer_profile() -> str:
+    from ..bench import layer_profile
+
+    json_path = f"{RESULTS}/attention_layer_4096_profile.json"
+    return layer_profile.page(json.loads(Path(json_path).read_text()), json_path,
+                              f"{RESULTS}/attention_layer_4096_profile.md")
+
+
 def _core_dropout() -> str:
     from ..bench import core_dropout
 
@@ -120,6 +128,7 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "charlm_ablation_learned.md": lambda: _charlm_ablation("charlm_ablation_learned"),
     "charlm_ablation_relative.md": lambda: _charlm_ablation("charlm_ablation_relative"),
     "core_dropout.md": _core_dropout,
+    "attention_layer_4096_profile.md": _layer_profile,
     "table5_small.md": _table5,
     "hotpotqa_small.md": lambda: _hotpotqa_small("hotpotqa_small"),
     "hotpotqa_small_900.md": lambda: _hotpotqa_small("hotpotqa_small_900"),
@@ -136,7 +145,7 @@ RENDERERS: Dict[str, Callable[[], str]] = {
 UNRENDERED = ("global_ablation.md", "wikihop_small.md", "quickstart_report.md", "finetune_kjv.md")
 # pages that may not exist before their command's first run: scripts/regenerate_timings.sh writes
 # core_dropout.md, `bash recipes/table5_small.sh` (--results-page) table5_small.md
-FIRST_WRITTEN_BY_REGENERATE = ("core_dropout.md", "table5_small.md",
+FIRST_WRITTEN_BY_REGENERATE = ("core_dropout.md", "attention_layer_4096_profile.md", "table5_small.md",
                                *(f"{name}.md" for name in LEARNING_CHECK_PAGES))
 
 
