@@ -47,8 +47,8 @@ Each entry: the fairseq function replaced; the failure (or missing behaviour) wi
 ``tasks.setup_task`` (the task's ``load_dataset``, ``build_model``), ``Trainer.__init__``,
 ``Trainer.load_checkpoint``, ``options.parse_args_and_arch``
     a missing / empty / truncated split, ids beyond the dictionary, ``--fp16`` on CPU, dropout
-    outside [0, 1), a restore of other sizes or of another dictionary: tracebacks, or silently
-    scrambled ids; adds ``--allow-dictionary-change``.
+    outside [0, 1), a restore of other sizes or of another dictionary, a resume whose optimizer has
+    other parameter groups (another --weight-decay): tracebacks, or silently scrambled ids; adds ``--allow-dictionary-change``.
     -> ``input_checks.inputs_checked_where_fairseq_reads_them`` (``data_checks``)
 ``checkpoint_utils.save_checkpoint``, ``checkpoint_utils._torch_persistent_save``,
 ``Trainer.save_checkpoint``, ``Trainer.train_step``

@@ -162,6 +162,20 @@ def name_architecture_mismatch(checkpoint: str, state_cfg, run_model_cfg, flag: 
     return UserInputError(f"{flag} {checkpoint} does not fit the model of this run: {what}; {fix}")
 
 
+# torch.optim's words when a saved optimizer state does not fit the run's parameter groups
+OPTIMIZER_GROUP_MISMATCH = ("different number of parameter groups", "doesn't match the size of optimizer's group")
+
+
+def name_optimizer_mismatch(checkpoint: str, flag: str) -> UserInputError:
+    """The one line for a checkpoint whose optimizer state has other parameter groups than the
+    run builds: the weight decay is off for biases and LayerNorm weights in a group of their own
+    (``training.lr_groups``), so a run saved without weight decay (or by a version before the
+    groups) and resumed with it has one group where the run has two."""
+    return UserInputError(f"{flag} {checkpoint}: its optimizer state has other parameter groups than this run "
+                          "builds (--weight-decay changed, or the run was saved by an older version); pass "
+                          "--reset-optimizer to keep its weights and start the optimizer afresh")
+
+
 def inputs_checked_where_fairseq_reads_them() -> None:
     """fairseq reads a run's data, flags and restore file without checking them.
 
@@ -170,7 +184,9 @@ def inputs_checked_where_fairseq_reads_them() -> None:
     dictionary lacks in ``IndexError: index out of range in self``; ``--fp16`` on CPU in an
     ``AssertionError``; a dropout of 1.5 trains; ``--restore-file``/``--finetune-from-model`` of
     other sizes in ``Cannot load model parameters ... please ensure that the architectures match``
-    (naming no flag), and one of another dictionary trains silently on scrambled ids. With it,
+    (naming no flag), and one of another dictionary trains silently on scrambled ids; a checkpoint
+    whose optimizer has other parameter groups (resumed with another ``--weight-decay``) ends in
+    torch's ``loaded state dict has a different number of parameter groups``. With it,
     each is one line (the checks above, ``data_checks``) before anything is written: the task's
     ``load_dataset`` and ``build_model`` (wrapped per task in ``setup_task``), the Trainer's
     construction and its ``load_checkpoint``. ``--allow-dictionary-change`` joins every fairseq
@@ -229,6 +245,8 @@ def inputs_checked_where_fairseq_reads_them() -> None:
                 move_rows(rows, move, fresh)
             return extra_state
         except Exception as error:
+            if any(words in str(error) for words in OPTIMIZER_GROUP_MISMATCH):
+                raise name_optimizer_mismatch(filename, flag) from None
             if not str(error).startswith("Cannot load model parameters"):
                 raise
             state = load_as_data(filename, trust=checkpoints_trusted(), mmap=True)

@@ -91,6 +91,8 @@ def _world_files(world: Path, stock: Path, classification: Path) -> None:
     (world / "save").mkdir()  # an existing, empty --save-dir
     (world / "resume").mkdir()
     (world / "resume" / "checkpoint_last.pt").write_bytes((world / "evil" / "model.pt").read_bytes())
+    (world / "decay").mkdir()  # a run saved without weight decay (one optimizer parameter group)
+    (world / "decay" / "checkpoint_last.pt").write_bytes(stock.read_bytes())
     (world / "data").symlink_to(Path(state["cfg"]["task"]["data"]))
     (world / "cls").symlink_to(classification)
     (world / "hotpot").mkdir()  # a split of prepared HotpotQA data (its side file) and its published file
@@ -287,6 +289,7 @@ CASES = [
     Case("longformer-export-hf", "flipped bit", lambda w: ["flipped/model.pt", "out"], "flipped/model.pt", CORRUPT),
     Case("fairseq-train", "flipped bit (--restore-file)", lambda w: tiny_train("--restore-file", "flipped/model.pt"), "flipped/model.pt", CORRUPT, in_process=True),
     # issue 40: every failure a user can fix, from what a user has (no --save-dir prepared)
+    Case("fairseq-train", "resumed with --weight-decay, saved without", lambda w: tiny_train("--save-dir", "decay", "--weight-decay", "0.01", "--max-update", "4"), "decay/checkpoint_last.pt", "--reset-optimizer", in_process=True),
     Case("fairseq-train", "--save-dir held by a running training", lambda w: tiny_train("--save-dir", "busy"), "busy", "another --save-dir", in_process=True),
     Case("fairseq-train", "--save-dir on a read-only disk", lambda w: tiny_train("--save-dir", "ro/run"), "ro/run", "writable disk", in_process=True, condition=read_only),
     Case("fairseq-train", "disk full while saving", lambda w: tiny_train("--max-update", "1"), "checkpoint", "free space", in_process=True, condition=disk_full),
