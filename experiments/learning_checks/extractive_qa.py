@@ -7,8 +7,10 @@ Why one fact per relation: with three facts of one relation ("Where dwelt X?" am
 facts) the answer turns on binding the question's name (16 possible) to the name three tokens
 before a town, which a 2-layer encoder trained from scratch (learned absolute positions, no
 pretraining) did not learn within minutes (F1 near the control's after 750 updates on 8,000
-questions); asked by relation, the question still picks one of three towns that all look alike,
-so the control stays at 100/3 and the span extraction is the head's."""
+questions), although the same encoder and head fit 16 such questions exactly (train F1 100 within
+50 updates: inputs, gold spans, loss and span decoding are sound); asked by relation, the question
+still picks one of three towns that all look alike, so the control stays at 100/3 and the span
+extraction is the head's."""
 import json
 import random
 from pathlib import Path
