@@ -7,7 +7,8 @@ Checks (one page each, docs/results/learning_NAME.md), each a small Longformer t
 on 2 CPU cores, with a pass criterion stated on the page before the numbers and checked here (exit
 status 1 when one is missed):
   classification  needle documents, 4 names      >= 20 points above the majority class
-  qa              "Where dwelt X?" over KJV text  >= 20 points F1 above a random town of the context
+  qa              "Where dwelt X?" / "Where was Y born?" / "Where died Z?" over KJV text holding one
+                  fact per relation: >= 20 points F1 above a random town of the context
   wikihop         needle supports, 4 candidates   >= 20 points above a random candidate
   hotpotqa        stage one: >= 90% of the gold paragraphs kept while keeping fewer than all;
                   stage two: answer F1 >= 20 points above a random name of the right type, beside

@@ -4,6 +4,7 @@ page states its criterion before its numbers), the curve read back from fairseq'
 controls' arithmetic against hand-made cases."""
 import json
 import random
+import re
 import types
 
 import pytest
@@ -86,6 +87,11 @@ def test_sampler_records_the_load_while_its_block_runs():
     assert summary["samples"] >= 1 and summary["max"] >= summary["mean"] >= 0
 
 
+def pattern(template: str) -> str:
+    """A regular expression matching ``template`` with a word in each ``{}`` (the groups)."""
+    return re.escape(template).replace(re.escape("{}"), r"(\w+)")
+
+
 def test_qa_examples_point_at_their_answer():
     rng = random.Random(3)
     hay = [["In the beginning God created the heaven and the earth.", "And the earth was without form."]]
@@ -93,8 +99,14 @@ def test_qa_examples_point_at_their_answer():
         e = extractive_qa.example(rng, hay, 12)
         answer = e["answers"][0]
         assert e["context"][answer["start"]:answer["start"] + len(answer["text"])] == answer["text"]
-        asked = e["question"][len("Where dwelt "):-1]
-        assert f"{asked} dwelt in {answer['text']}." in e["context"]
+        asked = [(fact, q) for fact, q in extractive_qa.RELATIONS if re.fullmatch(pattern(q), e["question"])]
+        assert len(asked) == 1  # the question names one relation, and its person
+        person = re.fullmatch(pattern(asked[0][1]), e["question"]).group(1)
+        fact = asked[0][0].format(person, answer["text"])
+        assert e["context"].index(fact) + len(fact) - len(answer["text"]) - 1 == answer["start"]
+        # one fact per relation, three different people and towns: a random town is right 1 in 3
+        towns = [re.search(pattern(f), e["context"]).group(2) for f, _ in extractive_qa.RELATIONS]
+        assert len(set(towns)) == extractive_qa.FACTS and answer["text"] in towns
 
 
 def test_random_town_f1_is_one_over_the_towns_of_the_context():
