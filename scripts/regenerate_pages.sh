@@ -17,15 +17,17 @@
 #                          longformer-base at 4,096 tokens, 5 runs (as before)          about 60 s
 #   mlm_step_4096          masked-LM step at 4,096 tokens, ours against transformers, 5 steps,
 #                          4 of longformer_base's 12 layers (sized down: 12 layers took 569 s
-#                          for 3 steps; the title says 4 layers)                        about 300 s
+#                          for 3 steps; the title says 4 layers)                        about 320 s
 #   led_encoder_1layer     LED encoder against BART's dense one, 1 layer, N = 4,096 and 8,192,
 #                          2 threads, 5 calls (replaces led_encoder_4096_6layers and
 #                          led_encoder_16384_1layer: one call each, 25 minutes per run)  about 200 s
 #   charlm_step_cpu        char-LM step at 4,096 characters, Longformer against dense, 5 steps,
 #                          2 threads (was 3 steps at 1 thread, 462 s)                     about 400 s
-# Total about 960 s (16 minutes) plus the page check; each stage line prints its elapsed seconds
-# and the load average. Not re-measured (each run takes 30-60 minutes; their pages say so at their
-# top): charlm_step_cpu_16384_ckpt, charlm_step_cpu_relative_ckpt, charlm_ablation_relative.
+# Total about 980 s (16 minutes) of measuring, plus up to a minute before each later stage for
+# the load average to fall back to 1 after the one before (each command waits for it), plus the
+# page check: about 19 minutes. Each stage line prints its elapsed seconds and the load average.
+# Not re-measured (each run takes 30-60 minutes; their pages say so at their top):
+# charlm_step_cpu_16384_ckpt, charlm_step_cpu_relative_ckpt, charlm_ablation_relative.
 # Left out: the coreference step (python -m longformer_experiments.coref_small.step_time): even at
 # 256 subwords a bf16 step of longformer_base with Joshi et al.'s head took 112-232 s beside other
 # jobs, so 6 steps do not fit this window; its old page (one step at 4,096, load 5.3) was retired.
