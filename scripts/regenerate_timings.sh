@@ -29,21 +29,10 @@
 #                          step's tokens/s quiet and beside one spin process, 7 steps   about 60 s
 # Every longformer-bench page states its fractions against the matmul peak measured in the same
 # run (large square products); a fraction above 100% stops that command (exit 3, nothing written).
-# Not re-measured here (each takes 10-60 minutes; their pages say the commit they ran on): the
-# char-LM step, the LED encoder and the masked-LM step (charlm_step_*, led_encoder_*, mlm_step_4096).
-set -euo pipefail
-
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$REPO"
-# shellcheck source=/dev/null
-source "${VENV:-$REPO/.venv}/bin/activate"
-OUT="${OUT:-docs/results}"
-mkdir -p "$OUT"
-started=$(date +%s)
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) (the pages record theirs; run this alone)"
-
-load=(--load-wait "${LOAD_WAIT:-600}")
-[[ "${ALLOW_LOAD:-0}" == 1 ]] && load+=(--allow-load)
+# Not re-measured here: the whole-model pages (char-LM step, LED encoder, masked-LM step, ONNX,
+# coreference step), sized for their own quiet window by scripts/regenerate_pages.sh.
+# shellcheck source=scripts/regenerate_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/regenerate_common.sh"
 
 if [[ "${SMOKE:-0}" == 1 ]]; then
   layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
@@ -60,10 +49,6 @@ else
   busy_layer=(--lengths 4096 --time-cap 60 --quiet-wait 60 --repeats 7)
   train=(--size quickstart --repeats 7)
 fi
-
-stage() {
-  echo "=== $1 (at $(( $(date +%s) - started )) s, load average $(cut -d' ' -f1 /proc/loadavg))"
-}
 
 stage attention_layer_4096
 longformer-bench "${layer[@]}" "${load[@]}" --impls dense torch hf --global-tokens 0 --dropout 0 0.1 --device cpu \

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import longformer_experiments.charlm_ablation as package
 from longformer_experiments.runner import (KJV, PLUGIN, TRAIN_DONE, Run, compare, eval_lm_bits, markdown_table,
                                            ordering_verdict, regenerate_note, summarize)
+from longformer_common import quiet
 from longformer_common.provenance import provenance, provenance_line
 from longformer_common.staleness import CPU_MODEL_CODE, stale_banner
 from longformer_common.results import write_page
@@ -214,7 +215,11 @@ def page(report: dict) -> str:
     if argv is None:
         argv = _measured_flags(parser, a)
     stale = stale_banner((report.get("provenance") or {}).get("commit"), CPU_MODEL_CODE)
-    return ((stale + "\n\n" if stale else "") + markdown(report["table"], a, labels, patterns, report["checks"]) + "\n\n"
+    if stale and report.get("seconds"):  # why the quiet window of scripts/regenerate_pages.sh leaves it out
+        stale += (f"\n\n> Not measured again in the quiet window of scripts/regenerate_pages.sh: the run takes "
+                  f"{report['seconds'] / 60:.0f} minutes of 2 cores.")
+    banners = [quiet.load_banner(None, report.get("load_average_at_end")), stale]
+    return ("".join(banner + "\n\n" for banner in banners if banner) + markdown(report["table"], a, labels, patterns, report["checks"]) + "\n\n"
             + provenance_line(report.get("provenance")) + "\n\n" + regenerate_note(MODULE, argv) + "\n")
 
 

@@ -171,18 +171,28 @@ def _model_page(parser, title, impls, step: str = "fwd+bwd"):
     return page
 
 
+SIZED_DOWN = " (sized down from longformer_base's 12)"
+
+
+def _lengths(settings: dict) -> str:
+    """The run's sequence lengths for its page's title: "4,096" or "4,096 and 8,192"."""
+    return " and ".join(f"{int(n):,}" for n in settings["lengths"])
+
+
 lm_page = _model_page(
-    lm_parser, lambda s: (f"Char-LM training step, {s['arch']}, "
+    lm_parser, lambda s: (f"Char-LM training step, {s['arch']}, N = {_lengths(s)}, "
                           f"{'relative' if s.get('relative_positions') else 'learned'} positions, activations "
                           f"{'checkpointed' if s.get('checkpoint_activations') else 'kept'}: "
                           "Longformer against dense attention"),
     LM_MODELS, step="step")
 led_page = _model_page(
-    led_parser, lambda s: (f"LED encoder against BART's dense encoder, {s['layers']} layer(s) of "
+    led_parser, lambda s: (f"LED encoder against BART's dense encoder, N = {_lengths(s)}, {s['layers']} layer(s) of "
                            f"{s['heads'] * s['head_dim']}, one-sided window w = {s['window']}, forward+backward"),
     ENCODERS)
 mlm_page = _model_page(
-    mlm_parser, lambda s: (f"Masked-LM training step, {s['layers']} layers x {s['hidden']}, {s['heads']} heads, "
+    mlm_parser, lambda s: (f"Masked-LM training step, N = {_lengths(s)}, {s['layers']} layers x {s['hidden']}"
+                           f"{SIZED_DOWN if s['layers'] < 12 else ''}, "
+                           f"{s['heads']} heads, "
                            f"w = {s['window']}, vocabulary {s['vocab']:,}: ours against transformers' "
                            "LongformerForMaskedLM"),
     MLM_MODELS, step="step")

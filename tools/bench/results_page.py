@@ -57,9 +57,11 @@ def _number(value, spec: str = "{:,.0f}") -> str:
     return "-" if value is None else spec.format(value)
 
 
-def _header(title: str, prog: str, parser, report: dict, json_path: str, markdown_path: str) -> List[str]:
+def _header(title: str, prog: str, parser, report: dict, json_path: str, markdown_path: str,
+            notes: Sequence[str] = ()) -> List[str]:
     """Title, the banners of a run measured under load (``longformer_common.quiet``) or on code
-    older than this checkout's (``longformer_common.staleness``), the two commands, the machine and the ratios' convention."""
+    older than this checkout's (``longformer_common.staleness``), ``notes`` (more banners), the two
+    commands, the machine and the ratios' convention."""
     env = report.get("environment", {})
     settings = report.get("settings", {})
     load = [env.get("load_average_at_start"), env.get("load_average_at_end")]
@@ -75,7 +77,8 @@ def _header(title: str, prog: str, parser, report: dict, json_path: str, markdow
     own_load = bool(settings.get("busy"))
     if own_load and load_text:
         load_text += f" (the end includes the run's own {settings['busy']} spin process(es))"
-    banners = [load_banner(load[0], None if own_load else load[1]), stale_banner((report.get("provenance") or {}).get("commit"), CPU_MODEL_CODE)]
+    banners = [load_banner(load[0], None if own_load else load[1]),
+               stale_banner((report.get("provenance") or {}).get("commit"), CPU_MODEL_CODE), *notes]
     return [
         f"# {title}", "", *[line for banner in banners if banner for line in (banner, "")],
         "Written by this command (it measures again; minutes to hours on a CPU):", "",
@@ -209,12 +212,32 @@ def figure1_page(report: dict, parser, json_path: str, markdown_path: str,
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+TIMED_CALLS_NEEDED = 5
+
+
+def few_calls_banner(report: dict) -> str:
+    """A banner for a run that timed fewer than ``TIMED_CALLS_NEEDED`` calls per model, saying why
+    from its own data (its slowest step and the run's length); "" otherwise."""
+    repeats = report.get("settings", {}).get("repeats")
+    if repeats is None or repeats >= TIMED_CALLS_NEEDED:
+        return ""
+    slowest = max((ms for row in report["results"] for ms in row.get("fwd_bwd_ms_all") or ()), default=None)
+    seconds = report.get("environment", {}).get("seconds")
+    why = ", ".join(part for part in (
+        f"one step took up to {slowest / 1000:,.0f} s here" if slowest else "",
+        f"the whole run {seconds:,.0f} s" if seconds else "") if part)
+    return (f"> **{repeats} timed call(s) per model, fewer than the {TIMED_CALLS_NEEDED} a timing needs**: "
+            f"{why or 'each step is long'}, too long to repeat {TIMED_CALLS_NEEDED} times at this size in a quiet "
+            "window (scripts/regenerate_pages.sh re-measures only the pages it names, sized to fit); read its "
+            "times as single measurements, its ratios as those of calls timed side by side.")
+
+
 def model_page(report: dict, parser, prog: str, title: str, order: Sequence[str], json_path: str,
                markdown_path: str, step: str = "fwd+bwd") -> str:
     """The page of ``longformer-bench-lm`` / ``-led``: one model against one baseline per length,
     ``order`` = (model, baseline); ``step`` names the timed forward+backward call."""
     model, baseline = order[0], order[-1]
-    lines = _header(title, prog, parser, report, json_path, markdown_path)
+    lines = _header(title, prog, parser, report, json_path, markdown_path, [few_calls_banner(report)])
     checks = report.get("loss_checks")
     if checks:
         theirs = lambda c: c.get("dense_loss", c.get("transformers_loss"))  # noqa: E731
