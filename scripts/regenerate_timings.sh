@@ -24,6 +24,10 @@
 #   train_step_quickstart_busy.json  the main job's model (recipes/quickstart.sh: 3 layers x 128,
 #                          1,024 tokens, batch 2), ours against a dense-SDPA RoBERTa, a training
 #                          step's tokens/s quiet and beside one spin process, 7 steps   about 60 s
+# The two busy stages run under the thread policy the recipes use, --threads auto (the cores other
+# processes leave free, measured when each condition starts, the same count for every contender;
+# docs/cpu.md); each page states the policy and the counts. An OMP_NUM_THREADS in the environment
+# overrides it (an explicit count always wins): unset it to measure the policy.
 # Every longformer-bench page states its fractions against the matmul peak measured in the same
 # run (large square products); a fraction above 100% stops that command (exit 3, nothing written).
 # Not re-measured here (each takes 10-60 minutes; their pages say the commit they ran on): the
@@ -38,6 +42,7 @@ OUT="${OUT:-docs/results}"
 mkdir -p "$OUT"
 started=$(date +%s)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) (the pages record theirs; run this alone)"
+[[ -n "${OMP_NUM_THREADS:-}" ]] && echo "note: OMP_NUM_THREADS=$OMP_NUM_THREADS overrides every stage's --threads default and the busy stages' auto"
 
 load=(--load-wait "${LOAD_WAIT:-600}")
 [[ "${ALLOW_LOAD:-0}" == 1 ]] && load+=(--allow-load)
@@ -74,13 +79,13 @@ python3 -m longformer_tools.bench.core_dropout "${core[@]}" "${load[@]}" --json 
 
 stage attention_layer_4096_busy
 longformer-bench "${busy_layer[@]}" "${load[@]}" --impls dense torch --global-tokens 0 --dropout 0 --device cpu \
-  --output-projection --busy 1 --out-dir "$OUT" --name attention_layer_4096_busy \
+  --output-projection --busy 1 --threads auto --out-dir "$OUT" --name attention_layer_4096_busy \
   --markdown "$OUT/attention_layer_4096_busy.md"
 
 stage train_step_quickstart_busy
 rm -f "$OUT/train_step_quickstart_busy.json"  # train-steps writes only a new file
 longformer-bench train-steps "${train[@]}" "${load[@]}" --device cpu --rows longformer_mlm,roberta_sdpa_mlm \
-  --checkpointing off --max-batch 2 --threads 2 --busy 1 --out "$OUT/train_step_quickstart_busy.json"
+  --checkpointing off --max-batch 2 --threads auto --busy 1 --out "$OUT/train_step_quickstart_busy.json"
 
 if [[ "$OUT" == docs/results ]]; then
   stage "every page against its data"

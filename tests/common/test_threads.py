@@ -2,6 +2,9 @@
 OMP_NUM_THREADS, then auto (--threads auto or LONGFORMER_THREADS=auto), then the command's
 default; auto gives the free cores, never more than torch's own count."""
 import argparse
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +58,14 @@ def test_the_description_names_the_source():
     assert threads.choose(None, default=2, environ={"OMP_NUM_THREADS": "1"}).describe() == "1 (OMP_NUM_THREADS)"
     assert threads.choose("auto", environ={}).describe().startswith("auto (--threads auto")
     assert threads.choose(None, environ={"LONGFORMER_THREADS": "auto"}).describe().startswith("auto (LONGFORMER_THREADS")
+
+
+@pytest.mark.parametrize("value, exported", [("auto", "LONGFORMER_THREADS=auto"), ("3", "OMP_NUM_THREADS=3")])
+def test_the_recipes_export_the_policy(value, exported):
+    """recipes/openmp_env.sh's threads_from, which recipes/quickstart.sh calls with THREADS (auto by default)."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", threads.ENV)}
+    done = subprocess.run(["bash", "-c", f'source recipes/openmp_env.sh && threads_from {value} && env'],
+                          cwd=repo, env=env, capture_output=True, text=True, check=True)
+    assert exported in done.stdout.splitlines()
+    assert 'THREADS="${THREADS:-auto}"' in (repo / "recipes" / "quickstart.sh").read_text()
