@@ -104,6 +104,7 @@ def main(argv=None) -> int:
             os.replace(args.out + ".partial", args.out)
 
     torch.set_num_threads(environment["threads"])
+    print(f"threads: {environment['threads']} (policy: {environment['thread_policy']})")
     try:
         report = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch, args.repeats,
                                  args.time_cap, save=save)
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
                 # auto: the cores the spinners leave free, measured once they run (every row alike)
                 environment["threads_busy"] = policy.threads(threads, interval=0.5) if policy.auto else environment["threads"]
                 torch.set_num_threads(environment["threads_busy"])
-                print(f"threads beside the load: {environment['threads_busy']} ({policy.describe()})")
+                print(f"threads beside the load: {environment['threads_busy']} (policy: {policy.describe()})")
                 busy = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch,
                                        args.repeats, args.time_cap)
             report.update(busy_processes=args.busy, busy_rows=busy["rows"],
