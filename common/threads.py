@@ -22,6 +22,9 @@ from .errors import UserInputError
 
 ENV = "LONGFORMER_THREADS"
 AUTO = "auto"
+# seconds a benchmark watches the machine before fixing a whole condition's count: a shorter look
+# could let a passing blip of other work decide the run
+BENCH_INTERVAL = 1.0
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def resolve_threads(args) -> None:
     given = None if isinstance(args.threads, DefaultCount) else args.threads
     policy = thread_policy.choose(given, default=int(args.threads) if given is None else None)
     args.thread_policy, args.auto_threads = policy.describe(), policy.auto
-    args.threads = policy.threads(torch.get_num_threads())
+    args.threads = policy.threads(torch.get_num_threads(), interval=thread_policy.BENCH_INTERVAL)
 
 
 def check_dropout(parser, flag: str, rates) -> None:

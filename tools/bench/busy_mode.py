@@ -11,7 +11,7 @@ import statistics
 from dataclasses import replace
 from typing import Dict, List, Optional
 
-from longformer_common.threads import free_threads
+from longformer_common.threads import BENCH_INTERVAL, free_threads
 
 from . import competing_load
 from .contenders import Case
@@ -32,7 +32,7 @@ def time_beside_load(cases: List[Case], processes: int, auto_most: Optional[int]
     bound = 600 + sum((c.time_cap or 60) * (c.repeats + 2) for c in cases)  # seconds; killed sooner
     with competing_load.competing_load(processes, bound):
         if auto_most:
-            count = free_threads(auto_most, interval=0.5)  # measured with the spinners running
+            count = free_threads(auto_most, interval=BENCH_INTERVAL)  # measured with the spinners running
             cases = [replace(case, threads=count) for case in cases]
         timings = time_side_by_side(cases)
     return [timings[i] for i in range(len(cases))]

@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model() or "cpu",
         "torch": torch.__version__, "python": platform.python_version(),
         "load_average_at_start": load_start,
-        "threads": policy.threads(threads), "thread_policy": policy.describe(),
+        "threads": policy.threads(threads, interval=thread_policy.BENCH_INTERVAL), "thread_policy": policy.describe(),
         "command": "longformer-bench train-steps " + " ".join(sys.argv[2:] if argv is None else argv)}
 
     def save(report: dict) -> None:  # after every row: a run cut short keeps what it measured
@@ -113,7 +113,8 @@ def main(argv=None) -> int:
             bound = 600 + 4 * args.time_cap * len(args.rows) * len(args.checkpointing)  # seconds; killed sooner
             with competing_load(args.busy, bound):
                 # auto: the cores the spinners leave free, measured once they run (every row alike)
-                environment["threads_busy"] = policy.threads(threads, interval=0.5) if policy.auto else environment["threads"]
+                environment["threads_busy"] = (policy.threads(threads, interval=thread_policy.BENCH_INTERVAL)
+                                               if policy.auto else environment["threads"])
                 torch.set_num_threads(environment["threads_busy"])
                 print(f"threads beside the load: {environment['threads_busy']} (policy: {policy.describe()})")
                 busy = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch,
