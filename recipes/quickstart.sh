@@ -28,7 +28,8 @@
 #   WORK=work                     where data and checkpoints go
 #   MAX_UPDATE=2000               training length (about 9 minutes on 2 cores)
 #   SAVE_INTERVAL_UPDATES=100     checkpoint every this many updates
-#   THREADS=2                     torch threads
+#   THREADS=auto                  torch threads: a count, or auto (the cores other processes leave
+#                                 free, re-checked during training: docs/cpu.md; OMP_NUM_THREADS wins)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,7 +39,7 @@ cd "$REPO"
 WORK="${WORK:-work}"
 MAX_UPDATE="${MAX_UPDATE:-2000}"
 SAVE_INTERVAL_UPDATES="${SAVE_INTERVAL_UPDATES:-100}"
-THREADS="${THREADS:-2}"
+THREADS="${THREADS:-auto}"
 DATA="$WORK/data-bin/kjv"
 SAVE_DIR="$WORK/checkpoints/quickstart"
 
@@ -48,7 +49,7 @@ source "${VENV:-$REPO/.venv}/bin/activate"
 longformer-preprocess --books data/kjv --train-sentencepiece 8000 --valid-docs 3 --test-docs 3 \
   --destdir "$DATA" --workers 2
 
-export OMP_NUM_THREADS="$THREADS"
+threads_from "$THREADS"
 mkdir -p "$SAVE_DIR"
 start=$SECONDS
 fairseq-train "$DATA" \

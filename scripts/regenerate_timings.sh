@@ -27,12 +27,19 @@
 #   train_step_quickstart_busy.json  the main job's model (recipes/quickstart.sh: 3 layers x 128,
 #                          1,024 tokens, batch 2), ours against a dense-SDPA RoBERTa, a training
 #                          step's tokens/s quiet and beside one spin process, 7 steps   about 60 s
+# The two busy stages run under the thread policy the recipes use, --threads auto (the cores other
+# processes leave free, measured when each condition starts, the same count for every contender;
+# docs/cpu.md); each page states the policy and the counts. An OMP_NUM_THREADS in the environment
+# overrides it (an explicit count always wins): unset it to measure the policy.
 # Every longformer-bench page states its fractions against the matmul peak measured in the same
 # run (large square products); a fraction above 100% stops that command (exit 3, nothing written).
 # Not re-measured here: the whole-model pages (char-LM step, LED encoder, masked-LM step, ONNX,
 # coreference step), sized for their own quiet window by scripts/regenerate_pages.sh.
 # shellcheck source=scripts/regenerate_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/regenerate_common.sh"
+if [[ -n "${OMP_NUM_THREADS:-}" ]]; then
+  echo "note: OMP_NUM_THREADS=$OMP_NUM_THREADS overrides every stage's --threads default and the busy stages' auto"
+fi
 
 if [[ "${SMOKE:-0}" == 1 ]]; then
   layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
@@ -68,13 +75,13 @@ python3 -m longformer_tools.bench.layer_profile "${profile[@]}" "${load[@]}" \
 
 stage attention_layer_4096_busy
 longformer-bench "${busy_layer[@]}" "${load[@]}" --impls dense torch --global-tokens 0 --dropout 0 --device cpu \
-  --output-projection --busy 1 --out-dir "$OUT" --name attention_layer_4096_busy \
+  --output-projection --busy 1 --threads auto --out-dir "$OUT" --name attention_layer_4096_busy \
   --markdown "$OUT/attention_layer_4096_busy.md"
 
 stage train_step_quickstart_busy
 rm -f "$OUT/train_step_quickstart_busy.json"  # train-steps writes only a new file
 longformer-bench train-steps "${train[@]}" "${load[@]}" --device cpu --rows longformer_mlm,roberta_sdpa_mlm \
-  --checkpointing off --max-batch 2 --threads 2 --busy 1 --out "$OUT/train_step_quickstart_busy.json"
+  --checkpointing off --max-batch 2 --threads auto --busy 1 --out "$OUT/train_step_quickstart_busy.json"
 
 if [[ "$OUT" == docs/results ]]; then
   stage "every page against its data"

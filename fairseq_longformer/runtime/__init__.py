@@ -62,6 +62,10 @@ Each entry: the fairseq function replaced; the failure (or missing behaviour) wi
     tags); ``--weight-decay`` decays biases and LayerNorm parameters too (BERT's and RoBERTa's
     fine-tuning exempt them); flattened fp16 would fold the groups (kept unflattened instead).
     -> ``training.lr_groups``, installed by ``training_features.per_group_learning_rates``
+``Trainer.set_num_updates`` (feature, only under ``LONGFORMER_THREADS=auto``)
+    one thread count from start to end: beside another busy process each parallel region waits
+    for the thread that shares a core, and the step slows several times over.
+    -> ``training.free_core_threads``, installed by ``training_features.threads_following_free_cores``
 
 Besides, a fairseq CLI's uncaught ``UserInputError`` prints one line (``errors``), and every
 checkpoint the project itself reads goes through ``checkpoints.load_checkpoint``.
@@ -79,6 +83,7 @@ def apply() -> None:
     resume.resume_past_a_broken_last_checkpoint()
     training_features.keep_the_last_short_batch()
     training_features.per_group_learning_rates()
+    training_features.threads_following_free_cores()
     shims.bf16_without_a_tpu()
     shims.bf16_inference()
     shims.fp16_overflow_on_cpu()

@@ -9,8 +9,10 @@ from fairseq import optim
 from fairseq.data import data_utils
 from fairseq.optim.fairseq_optimizer import FairseqOptimizer
 from fairseq.optim.fp16_optimizer import FP16Optimizer
+from fairseq.trainer import Trainer
 
-from ..training import lr_groups
+from longformer_common import threads
+from ..training import free_core_threads, lr_groups
 from ..training.short_batches import keeping_the_last_short_batch
 
 logger = logging.getLogger(__name__)
@@ -49,3 +51,20 @@ def per_group_learning_rates() -> None:
     optim.build_optimizer = build_optimizer
     FairseqOptimizer.set_lr = lr_groups.set_lr
     FP16Optimizer.build_optimizer = classmethod(build_fp16)
+
+
+def threads_following_free_cores(environ=None) -> None:
+    """fairseq trains with one thread count throughout: beside another busy process every
+    parallel region waits for the thread that shares a core (docs/cpu.md). Under
+    ``LONGFORMER_THREADS=auto`` (and no OMP_NUM_THREADS: ``longformer_common.threads``) the count
+    is set from the free cores now and ``Trainer.set_num_updates`` re-checks it every
+    ``free_core_threads.CHECK_EVERY`` updates. Marked ``_longformer_threads`` (not
+    ``_longformer_patched``, which a later wrapper of the same Trainer would read as its own)."""
+    if not threads.choose(environ=environ).auto or getattr(Trainer.set_num_updates, "_longformer_threads", False):
+        return
+    follower = free_core_threads.ThreadsFollowingFreeCores()
+    logger.info(f"threads: {follower.start()} (LONGFORMER_THREADS=auto: the free cores, at most {follower.most}, "
+                f"re-checked every {follower.every} updates)")
+    set_num_updates = free_core_threads.following_free_cores(Trainer.set_num_updates, follower)
+    set_num_updates._longformer_patched = set_num_updates._longformer_threads = True
+    Trainer.set_num_updates = set_num_updates

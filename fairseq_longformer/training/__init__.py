@@ -6,4 +6,6 @@ by ``runtime.apply``, which lists them with every other change the plugin makes)
     lr_groups       parameters tagged with an ``lr_scale`` (fairseq's ``optim_overrides``) form
                     their own torch parameter group, at the scheduler's rate times the scale;
                     biases and LayerNorm parameters form groups without weight decay
+    free_core_threads  under LONGFORMER_THREADS=auto, torch's thread count follows the cores
+                    other processes leave free (set at the start, re-checked every 20 updates)
 """

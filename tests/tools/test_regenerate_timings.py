@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_smoke_run_writes_every_page(tmp_path):
     pytest.importorskip("matplotlib")
     env = dict(os.environ, SMOKE="1", OUT=str(tmp_path), VENV=str(Path(sys.executable).parent.parent))
+    env.pop("OMP_NUM_THREADS", None)  # the busy stages' --threads auto, not a count of the caller's
     done = subprocess.run(["bash", str(REPO / "scripts" / "regenerate_timings.sh")], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
@@ -24,6 +25,10 @@ def test_smoke_run_writes_every_page(tmp_path):
         report = json.loads((tmp_path / f"{page}.json").read_text())
         assert report["matmul_peak"]["float32"]["gflops"] > 0
         assert "| of peak |" in (tmp_path / f"{page}.md").read_text()
-    assert "## Beside a busy process" in (tmp_path / "attention_layer_4096_busy.md").read_text()
+    busy_page = (tmp_path / "attention_layer_4096_busy.md").read_text()
+    assert "## Beside a busy process" in busy_page
+    assert "Threads: auto (--threads auto" in busy_page  # the busy pages state their thread policy
     train = json.loads((tmp_path / "train_step_quickstart_busy.json").read_text())
     assert {e["name"] for e in train["busy_summary"]} == {"longformer_mlm", "roberta_sdpa_mlm"}
+    assert train["environment"]["thread_policy"].startswith("auto (--threads auto")
+    assert train["environment"]["threads"] >= 1 and train["environment"]["threads_busy"] >= 1

@@ -10,6 +10,7 @@ from typing import Optional
 import torch
 
 from longformer_common import quiet
+from longformer_common import threads as thread_policy
 from longformer_common.provenance import provenance
 
 from . import results_page
@@ -23,6 +24,11 @@ def int_list(text: str):
     return [int(v) for v in text.replace(",", " ").split()]
 
 
+class DefaultCount(int):
+    """A command's default --threads: an int that says it was not given (the thread policy lets
+    OMP_NUM_THREADS and LONGFORMER_THREADS=auto win over it, never over an explicit --threads N)."""
+
+
 def add_run_arguments(parser, *, unit: str, lengths, lengths_help: str, repeats: int, threads: int,
                       time_cap: Optional[float], name: Optional[str], step: str = "forward+backward",
                       files: str = "the JSON", time_cap_help: Optional[str] = None,
@@ -34,8 +40,10 @@ def add_run_arguments(parser, *, unit: str, lengths, lengths_help: str, repeats:
     parser.add_argument("--lengths", type=int_list, default=lengths, help=lengths_help)
     parser.add_argument("--repeats", type=int, default=repeats,
                         help=f"timed calls per {unit} (median reported), default {repeats}")
-    parser.add_argument("--threads", type=int, default=threads,
-                        help=f"torch.set_num_threads in each worker (CPU), default {threads}")
+    parser.add_argument("--threads", type=thread_policy.thread_count, default=DefaultCount(threads),
+                        help=f"torch.set_num_threads in each worker (CPU): N, or auto (the cores other processes "
+                             f"leave free, measured at the start and again beside --busy's load); default "
+                             f"{threads}, or OMP_NUM_THREADS, or auto under LONGFORMER_THREADS=auto")
     parser.add_argument("--time-cap", type=float, default=time_cap,
                         help=time_cap_help or f"seconds one {step} may take before the {unit} counts as "
                                               f"too slow (default {time_cap:g})")
@@ -89,15 +97,25 @@ def check_page_path(args) -> None:
 def check_run_arguments(parser, args, min_length: int = 1) -> None:
     """Stop with parser.error (exit status 2) on --repeats or --threads below 1, no length or
     one below ``min_length``, or a --markdown page aimed at the run's own JSON or PNG."""
-    for name in ("repeats", "threads"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    resolve_threads(args)
     if not args.lengths or min(args.lengths) < min_length:
         parser.error(f"--lengths must be >= {min_length}")
     try:
         check_page_path(args)
     except ValueError as error:
         parser.error(str(error))
+
+
+def resolve_threads(args) -> None:
+    """--threads after the thread policy (``longformer_common.threads``): ``args.threads`` becomes
+    the count to use now (auto: the free cores, at most torch's own count), ``args.thread_policy``
+    says where it came from, ``args.auto_threads`` whether a busy phase measures it again."""
+    given = None if isinstance(args.threads, DefaultCount) else args.threads
+    policy = thread_policy.choose(given, default=int(args.threads) if given is None else None)
+    args.thread_policy, args.auto_threads = policy.describe(), policy.auto
+    args.threads = policy.threads(torch.get_num_threads(), interval=thread_policy.BENCH_INTERVAL)
 
 
 def check_dropout(parser, flag: str, rates) -> None:
@@ -114,8 +132,11 @@ def memory_limit_mb(args) -> Optional[float]:
 
 def settings(args) -> dict:
     """The flags that describe the measurement (all but --out-dir, --name, --markdown, --replot)."""
-    return {k: v for k, v in vars(args).items()
-            if k not in ("out_dir", "name", "markdown", "replot", "load_wait", "allow_load")}
+    chosen = {k: v for k, v in vars(args).items()
+              if k not in ("out_dir", "name", "markdown", "replot", "load_wait", "allow_load", "auto_threads")}
+    if getattr(args, "auto_threads", False):  # the command line says auto; the count used is kept beside it
+        chosen.update(threads="auto", threads_quiet=args.threads)
+    return chosen
 
 
 def load_report(path: str, impls) -> dict:

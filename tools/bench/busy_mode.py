@@ -8,7 +8,10 @@ region wait for it; a path of many short regions (the band path) suffers more th
 long ones (dense SDPA). This mode measures that, for a results page to show.
 """
 import statistics
+from dataclasses import replace
 from typing import Dict, List, Optional
+
+from longformer_common.threads import BENCH_INTERVAL, free_threads
 
 from . import competing_load
 from .contenders import Case
@@ -22,12 +25,28 @@ BUSY_DEFINITION = (
     "over the rounds, quiet and busy")
 
 
-def time_beside_load(cases: List[Case], processes: int) -> List[Result]:
-    """The time of each of ``cases`` (side by side, no memory) while ``processes`` spinners run."""
+def time_beside_load(cases: List[Case], processes: int, auto_most: Optional[int] = None) -> List[Result]:
+    """The time of each of ``cases`` (side by side, no memory) while ``processes`` spinners run.
+    ``auto_most`` (the --threads auto policy, at most that many): every case runs with the cores
+    left free beside the spinners, measured once they run (the same count for every contender)."""
     bound = 600 + sum((c.time_cap or 60) * (c.repeats + 2) for c in cases)  # seconds; killed sooner
     with competing_load.competing_load(processes, bound):
+        if auto_most:
+            count = free_threads(auto_most, interval=BENCH_INTERVAL)  # measured with the spinners running
+            cases = [replace(case, threads=count) for case in cases]
         timings = time_side_by_side(cases)
     return [timings[i] for i in range(len(cases))]
+
+
+def threads_line(report: dict) -> str:
+    """How many threads each condition ran with, for a page ("" for a run before the thread policy)."""
+    settings = report.get("settings", {})
+    if "thread_policy" not in settings:
+        return ""
+    busy = sorted({row["threads"] for row in report.get("busy_results", []) if row.get("threads")})
+    quiet = settings.get("threads_quiet", settings.get("threads"))
+    return (f"Threads: {settings['thread_policy']}; {quiet} quiet, "
+            f"{'/'.join(map(str, busy)) or quiet} beside the busy process(es), every contender alike.")
 
 
 def _spread(values: List[float]) -> Optional[dict]:
@@ -93,5 +112,6 @@ def page_lines(report: dict) -> List[str]:
     if not entries:
         return []
     processes = report.get("settings", {}).get("busy", 1)
+    threads = threads_line(report)
     return ["## Beside a busy process", "", BUSY_DEFINITION.format(processes=processes) + ".", "",
-            *table_lines(entries), ""]
+            *([threads, ""] if threads else []), *table_lines(entries), ""]

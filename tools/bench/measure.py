@@ -51,7 +51,8 @@ class Result:
     def to_json(self) -> dict:
         data = asdict(self)
         data.pop("case")
-        data.update(impl=self.case.impl, length=self.case.length, global_tokens=self.case.global_tokens)
+        data.update(impl=self.case.impl, length=self.case.length, global_tokens=self.case.global_tokens,
+                    threads=self.case.threads)
         if self.case.dropout is not None:
             data["dropout"] = self.case.dropout
         return data

@@ -70,7 +70,8 @@ def _header(title: str, prog: str, parser, report: dict, json_path: str, markdow
         f"torch {env['torch']}" if env.get("torch") else "",
         f"transformers {env['transformers']}" if env.get("transformers") else "",
         f"{env.get('cpus') or env.get('cpu_count')} cores" if env.get("cpus") or env.get("cpu_count") else "",
-        f"{settings['threads']} thread(s) per worker" if "threads" in settings else "",
+        (f"threads per worker: auto, {settings.get('threads_quiet')} quiet" if settings.get("threads") == "auto"
+         else f"{settings['threads']} thread(s) per worker") if "threads" in settings else "",
         f"1-minute load average at {load_text}" if load_text else "",
         f"{env['seconds']:,.0f} s" if env.get("seconds") else "") if part)
     # a --busy run's own spin processes are in its end load: only the start says whether others' work shared it

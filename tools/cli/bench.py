@@ -170,7 +170,8 @@ def main(argv=None) -> int:
             limits.append(matmul_limit.limit_row(limit))
             if args.busy:  # the same contenders again, right away, beside the competing load
                 ran = [c for c, r in zip(to_run, timed) if r.status == "ok"]
-                busy_results += busy_mode.time_beside_load(ran, args.busy)
+                busy_results += busy_mode.time_beside_load(
+                    ran, args.busy, auto_most=torch.get_num_threads() if args.auto_threads else None)
             measured = {(c.impl, c.dropout): r for c, r in zip(to_run, timed)}
             for case in point:
                 key = (case.impl, case.dropout)

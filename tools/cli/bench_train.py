@@ -19,6 +19,7 @@ import time
 import torch
 
 from longformer_common import quiet
+from longformer_common import threads as thread_policy
 from longformer_common.provenance import cpu_model, provenance
 
 from ..bench import train_steps
@@ -39,8 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=None, help="timed steps per row (default 5 on CUDA, 1 on CPU)")
     parser.add_argument("--time-cap", type=float, default=60.0,
                         help="seconds a row's batch search may take before it stops doubling (default 60)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads of torch during the run (default: 1 at the tiny sizes, torch's own otherwise)")
+    parser.add_argument("--threads", type=thread_policy.thread_count, default=None,
+                        help="CPU threads of torch during the run: N, or auto (the cores other processes leave free, "
+                             "measured at the start and again beside --busy's load, every row alike); default: "
+                             "OMP_NUM_THREADS, else auto under LONGFORMER_THREADS=auto, else 1 at the tiny sizes and "
+                             "torch's own otherwise")
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="measure every row again beside N pure-Python spin processes (started and killed "
                              "here) and report each row's slowdown (default 0: quiet only)")
@@ -82,12 +86,13 @@ def main(argv=None) -> int:
     started = time.time()
     print(train_steps.HEADER)
     threads = torch.get_num_threads()
+    policy = thread_policy.choose(args.threads, default=1 if args.size == "tiny" else None)
     environment = {
         **provenance(),  # the commit (COMMIT where no .git travels), CPU, date and load at the start
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model() or "cpu",
         "torch": torch.__version__, "python": platform.python_version(),
         "load_average_at_start": load_start,
-        "threads": args.threads or (1 if args.size == "tiny" else threads),
+        "threads": policy.threads(threads, interval=thread_policy.BENCH_INTERVAL), "thread_policy": policy.describe(),
         "command": "longformer-bench train-steps " + " ".join(sys.argv[2:] if argv is None else argv)}
 
     def save(report: dict) -> None:  # after every row: a run cut short keeps what it measured
@@ -99,6 +104,7 @@ def main(argv=None) -> int:
             os.replace(args.out + ".partial", args.out)
 
     torch.set_num_threads(environment["threads"])
+    print(f"threads: {environment['threads']} (policy: {environment['thread_policy']})")
     try:
         report = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch, args.repeats,
                                  args.time_cap, save=save)
@@ -106,6 +112,11 @@ def main(argv=None) -> int:
             print(f"again beside {args.busy} spin process(es):")
             bound = 600 + 4 * args.time_cap * len(args.rows) * len(args.checkpointing)  # seconds; killed sooner
             with competing_load(args.busy, bound):
+                # auto: the cores the spinners leave free, measured once they run (every row alike)
+                environment["threads_busy"] = (policy.threads(threads, interval=thread_policy.BENCH_INTERVAL)
+                                               if policy.auto else environment["threads"])
+                torch.set_num_threads(environment["threads_busy"])
+                print(f"threads beside the load: {environment['threads_busy']} (policy: {policy.describe()})")
                 busy = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch,
                                        args.repeats, args.time_cap)
             report.update(busy_processes=args.busy, busy_rows=busy["rows"],
