@@ -6,6 +6,7 @@
 without --write it lists the blocks whose text differs. tests/test_figures_in_docs.py checks that
 every block is current and that its PAGE and KEY are known.
 """
+import json
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
@@ -41,7 +42,43 @@ def _flex_summary() -> str:
     return flex_summary(GPU / "lease4.log", _lease4_ab())
 
 
+RESULTS = REPO / "docs" / "results"
+FINETUNING_CHECKS = ("learning_classification", "learning_qa", "learning_wikihop", "learning_hotpotqa_stage_one",
+                     "learning_hotpotqa_stage_two", "ordering_wikihop", "ordering_hotpotqa")
+COREF_CHECKS = ("learning_coref", "ordering_coref")
+
+
+def _learning_summary(names: Tuple[str, ...]) -> str:
+    """A table of the learning checks' pages (``python -m longformer_experiments.learning_checks``):
+    per check the model's mean ± spread beside its controls and the verdict; per ordering its
+    verdict sentences. A page not yet written says so."""
+    from longformer_experiments.learning_checks.page import row_summary
+
+    lines = ["", "", "| page | model, mean ± spread | controls | verdict |", "|---|---|---|---|"]
+    for name in names:
+        path = RESULTS / f"{name}.json"
+        if not path.exists():
+            lines.append(f"| {name}.md | not yet measured | | |")
+            continue
+        result = json.loads(path.read_text())
+
+        def said(row):
+            s = row_summary(row["values"])
+            return f"{row['label']} {s['mean']:.1f} ± {s['spread']:.1f}"
+        models = "; ".join(said(r) for r in result["rows"] if r["kind"] == "model")
+        controls = "; ".join(said(r) for r in result["rows"] if r["kind"] != "model")
+        if result.get("passed") is None:
+            verdict = " ".join(result.get("verdicts", []))
+        else:
+            verdict = f"{'PASSED' if result['passed'] else 'MISSED'}: {result['criterion_check']}"
+        lines.append(f"| [{name}.md](results/{name}.md) ({result['metric']}, seeds "
+                     f"{', '.join(map(str, result['seeds']))}) | {models} | {controls} | {verdict} |")
+    return "\n".join(lines) + "\n\n"
+
+
 FIGURES: Dict[Tuple[str, str], Callable[[], str]] = {
+    ("learning_checks", "finetuning"): lambda: _learning_summary(FINETUNING_CHECKS),
+    ("learning_checks", "coreference"): lambda: _learning_summary(COREF_CHECKS),
     ("gpu_h200.md", "flex_band_verdict"): _flex_verdict,
     ("gpu_h200.md", "three_loop_ratios"): _ab_summary,
     ("gpu_h200.md", "flex_fairly"): _flex_summary,
