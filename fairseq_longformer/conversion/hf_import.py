@@ -24,14 +24,12 @@ from .families.longformer import (
     size_problems, source_family,
 )
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
-from .fairseq_checkpoint import DictionaryTask
-from .fairseq_sources import LEDConversionResult
-from .from_fairseq import LED_CRITERION, parse_windows
+from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state
+from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
 from .hf_folder import (
     check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
     placeholder_warning, read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
 )
-from .restore import ConvertedCheckpoint, fresh_training_state
 from .rules import check_extendable, check_shapes, from_hf_windows, shape_of
 
 logger = logging.getLogger(__name__)
