@@ -30,7 +30,7 @@ from .hf_folder import (
     check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
     placeholder_warning, read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
 )
-from .rules import check_extendable, check_shapes, from_hf_windows, shape_of
+from .rules import check_extendable, check_shapes, from_hf_windows, renamed, shape_of
 
 logger = logging.getLogger(__name__)
 
@@ -186,10 +186,8 @@ def _check_tensors(state: Mapping[str, Tensor], expected: Dict[str, tuple], opti
     """The folder's tensors against the key map's names and shapes; HF's tied copies equal."""
     ignored = {k.format(base=base) for k in HF_IGNORED_BUFFERS}
     pooler = sorted(k for k in state if k.startswith(f"{base}.pooler."))
-    missing = sorted(set(expected) - set(state))
-    unknown = sorted(set(state) - set(expected) - set(optional) - ignored - set(pooler))
-    if missing or unknown:
-        raise ValueError(f"{str(hf_dir)!r} does not match a {what}: missing {missing[:12]}, unexpected {unknown[:12]}")
+    renamed(state, {key: key for key in expected}, f"{str(hf_dir)!r} does not match a {what}",
+            ignored=(*optional, *ignored, *pooler))
     check_shapes(state, {**expected, **{k: v for k, v in optional.items() if k in state}}, str(hf_dir))
     if HF_DECODER_BIAS in state and not torch.equal(state[HF_DECODER_BIAS], state["lm_head.bias"]):
         raise ValueError("lm_head.decoder.bias differs from lm_head.bias: HF ties them; fairseq has one bias")
