@@ -30,7 +30,7 @@ from .hf_folder import (
     check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
     placeholder_warning, read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
 )
-from .rules import check_extendable, check_shapes, from_hf_windows, renamed, shape_of
+from .rules import check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
 
 logger = logging.getLogger(__name__)
 
@@ -362,11 +362,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         dict_txt = Path(scratch) / "dict.txt"
         dictionary, result.dictionary_source = _led_dictionary(hf_dir, layout.vocab, dict_txt, warnings)
         model = LEDModel.build_model(args, DictionaryTask(dictionary))
-        template = model.state_dict()
-        state.update({k: v for k, v in template.items() if k.endswith(".version")})  # the builder's counters
-        if set(state) != set(template):
-            raise ValueError(f"the imported tensors do not fill the fairseq LED: {sorted(set(state) ^ set(template))[:8]}")
-        check_shapes(state, {k: tuple(v.shape) for k, v in template.items()}, f"{str(hf_dir)!r}")
+        state = filled_from(state, model.state_dict(), lambda key: key.endswith(".version"), f"{str(hf_dir)!r}")
         model.load_state_dict(state, strict=True)
         training = fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}}, LED_CRITERION)
         result.copied_files = _write_checkpoint(out_dir, overwrite, args, model, training, hf_dir,

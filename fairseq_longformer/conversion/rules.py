@@ -140,3 +140,23 @@ def renamed(state: Mapping[str, Tensor], mapping: Mapping[str, str], what: str, 
     if missing or unexpected:
         raise ValueError(f"{what}: missing {missing[:12]}, unexpected {unexpected[:12]}")
     return {new: state[key] for key, new in mapping.items()}
+
+
+def filled_from(state: Mapping[str, Tensor], template: Mapping[str, Tensor], builder_owns, what: str):
+    """``state`` completed with the built fairseq model's own tensors (``template``; those keys
+    ``builder_owns(key)`` says the builder fills: version counters, ...), checked to hold exactly
+    the model's keys, each of the model's shape."""
+    out = {**{k: v for k, v in template.items() if k not in state and builder_owns(k)}, **state}
+    renamed(out, {key: key for key in template}, f"{what} does not fill the fairseq model")
+    check_shapes(out, {k: tuple(v.shape) for k, v in template.items()}, what)
+    return out
+
+
+def load_into_hf(hf_model, tensors: Mapping[str, Tensor], hf_owned, what: str) -> None:
+    """Fill a freshly built transformers model with exported ``tensors``; ValueError naming what
+    does not fit unless they are exactly its tensors, of its shapes, but ``hf_owned`` (the tied
+    copies and buffers HF fills itself)."""
+    expected = {k: tuple(v.shape) for k, v in hf_model.state_dict().items() if k not in hf_owned}
+    renamed(tensors, {key: key for key in expected}, f"exported tensors do not fit {what}")
+    check_shapes(tensors, expected, f"exported tensors for {what}")
+    hf_model.load_state_dict(dict(tensors), strict=False)

@@ -229,20 +229,6 @@ def fairseq_to_hf_state(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str
     return {k: v.detach().clone().contiguous() for k, v in out.items()}
 
 
-def load_into_hf(hf_model, tensors: Dict[str, Tensor]) -> None:
-    """Fill a freshly built HF LED with the exported ``tensors``; ValueError when they do not fit
-    it (HF writes the tied tables and the zero logits bias itself)."""
-    expected = {k: tuple(v.shape) for k, v in hf_model.state_dict().items()
-                if k not in HF_TIED and k != HF_LOGITS_BIAS}
-    got = {k: tuple(v.shape) for k, v in tensors.items()}
-    if got != expected:
-        wrong = sorted(k for k in set(got) | set(expected) if got.get(k) != expected.get(k))
-        raise ValueError(f"exported tensors do not fit HF's LED: {[(k, got.get(k), expected.get(k)) for k in wrong[:6]]}")
-    missing, unexpected = hf_model.load_state_dict(tensors, strict=False)
-    assert set(missing) == {*HF_TIED, HF_LOGITS_BIAS} and not unexpected, (missing, unexpected)
-    hf_model.final_logits_bias.zero_()
-
-
 def reserved_rows(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str, Tensor]:
     """fairseq key -> the (padding_idx + 1, C) reserved rows of each position table, which HF has
     no place for (kept beside the export as ``RESERVED_ROWS``)."""

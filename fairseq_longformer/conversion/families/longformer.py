@@ -13,7 +13,8 @@ from torch import Tensor
 from ...models.global_projections import add_missing_global_projections
 from ...tasks.longformer_mlm import batch_pad_multiple
 from ..rules import (
-    UNCHECKED, check_shapes, extend_positions, from_hf_windows, renamed, rule_problems, shape_of, table_keys, to_hf_windows,
+    UNCHECKED, extend_positions, filled_from, from_hf_windows, renamed, rule_problems, shape_of, table_keys,
+    to_hf_windows,
 )
 from .longformer_heads import HEAD_MODULES, HEAD_TASKS, HeadRef, head_config
 
@@ -221,14 +222,8 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tens
         add_missing_global_projections(new)
     if tied:
         new[FAIRSEQ_TIED_HEAD] = new[FAIRSEQ_TOKENS]
-    for key, value in template.items():
-        if key not in new:
-            assert key.endswith(".version") or key.startswith("encoder.lm_head."), \
-                f"fairseq model has a tensor the map does not fill: {key}"
-            new[key] = value
-    assert set(new) == set(template), sorted(set(new) ^ set(template))
-    check_shapes(new, {k: tuple(v.shape) for k, v in template.items()}, "imported fairseq state")
-    return new
+    return filled_from(new, template, lambda key: key.endswith(".version") or key.startswith("encoder.lm_head."),
+                       "imported fairseq state")
 
 
 # config.json entry -> the HF tensor (base-model prefix "{base}") and dimension that hold the same
