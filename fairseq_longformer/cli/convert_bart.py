@@ -3,7 +3,7 @@
     longformer-convert-bart --source bart.large/ --output led.large/ \\
         --max-positions 16384 --attention-window 512
 
-The logic lives in ``fairseq_longformer.conversion.from_fairseq`` (spec ``fairseq_sources.BART``); this module only parses flags and
+The logic lives in ``fairseq_longformer.conversion.fairseq_sources`` (spec ``BART``); this module only parses flags and
 prints the fairseq-train and fairseq-generate commands for the result.
 """
 import argparse
@@ -13,7 +13,7 @@ from longformer_common.cli import one_line_errors
 
 from . import checkpoint_converter_parser, run_converter
 from ..conversion.fairseq_sources import DEFAULT_MAX_POSITIONS, DEFAULT_WINDOW, convert_bart_checkpoint, generate_command
-from ..conversion.restore import continue_command
+from ..conversion.fairseq_checkpoint import continue_command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,7 +3,7 @@
     longformer-convert-roberta --source roberta.base/ --output longformer.base/ \\
         --max-positions 4096 --attention-window 256 --init-positions copy
 
-The logic lives in ``fairseq_longformer.conversion.from_fairseq`` (spec ``fairseq_sources.ROBERTA``); this module only parses flags and
+The logic lives in ``fairseq_longformer.conversion.fairseq_sources`` (spec ``ROBERTA``); this module only parses flags and
 prints the fairseq-train flags that continue pretraining from the result.
 """
 import argparse
@@ -12,7 +12,7 @@ import sys
 from longformer_common.cli import one_line_errors
 
 from . import checkpoint_converter_parser, run_converter
-from ..conversion.restore import continue_command
+from ..conversion.fairseq_checkpoint import continue_command
 from ..conversion.fairseq_sources import convert_roberta_checkpoint
 
 

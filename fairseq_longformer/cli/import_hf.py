@@ -45,7 +45,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _import(args) -> int:
     from ..conversion.fairseq_sources import generate_command
     from ..conversion.hf_import import LEDImportResult, import_folder
-    from ..conversion.restore import continue_command
+    from ..conversion.fairseq_checkpoint import continue_command
 
     result = import_folder(args.hf_dir, args.outdir, args.overwrite, max_positions=args.max_positions,
                            attention_window=args.attention_window, head_name=args.head_name)

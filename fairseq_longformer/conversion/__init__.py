@@ -1,5 +1,5 @@
 """Checkpoint conversion: families/ (one Hugging Face adapter per family), hf_export / hf_import
-(fairseq <-> HF folders), from_fairseq (RoBERTa -> Longformer, BART -> LED). Public names:
+(fairseq <-> HF folders), fairseq_sources (RoBERTa -> Longformer, BART -> LED). Public names:
     extend_positions    a position table tiled to more positions
     to_hf_masked_lm     a masked-LM checkpoint as a transformers model
 """

@@ -1,22 +1,23 @@
-"""Reading a fairseq checkpoint (``read_checkpoint``: the one place one is unpickled, with the run's
-trust) and writing a converted one (``write_folder``: model.pt published last, so its presence
-means the folder is complete); the saved config, ``cfg`` or legacy ``args``, read and rewritten."""
+"""fairseq checkpoints on both sides of every conversion: reading one (``load_checkpoint``: the one
+place one is unpickled, with the run's trust), its saved config (``cfg`` or legacy ``args``) read
+and rewritten, and writing one (``write_folder``: model.pt published last, so its presence means
+the folder is complete) at update 0 (``fresh_training_state``), described by ``ConvertedCheckpoint``."""
 import argparse
 import copy
-import logging
+import shlex
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from fairseq import checkpoint_utils
 from omegaconf import OmegaConf
 
 from ..runtime import checkpoints
+from ..tasks.longformer_mlm import batch_pad_multiple
 from longformer_common.atomic import MARKER, atomic_files
-
-logger = logging.getLogger(__name__)
 
 # Tokenizer files fairseq's hub loader looks for next to model.pt: copied along when present.
 TOKENIZER_FILES = ("encoder.json", "vocab.bpe", "sentencepiece.bpe.model", "merges.txt",
@@ -44,11 +45,6 @@ def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None,
     return checkpoint, dictionary
 
 
-def read_checkpoint(path: Path):
-    """Unpickle a fairseq checkpoint onto the CPU, as data, with the run's trust (--trust-checkpoint)."""
-    return checkpoints.load_checkpoint(path, trust=checkpoints.checkpoints_trusted())
-
-
 def checkpoint_file(path) -> Path:
     """``path`` itself, or ``path/model.pt`` for a folder; FileNotFoundError when absent."""
     path = Path(path)
@@ -64,8 +60,8 @@ def load_checkpoint(path: Path, kind: str = "RoBERTa") -> dict:
     if Path(path).is_file() and Path(path).stat().st_size == 0:
         raise ValueError(f"{str(path)!r} is not a fairseq {kind} checkpoint: the file is empty (an interrupted "
                          "copy? pass the model.pt that fairseq-train or a converter wrote)")
-    try:
-        state = read_checkpoint(path)
+    try:  # onto the CPU, as data, with the run's trust (--trust-checkpoint)
+        state = checkpoints.load_checkpoint(path, trust=checkpoints.checkpoints_trusted())
     except checkpoints.UntrustedCheckpointError:
         raise  # already one line naming the file and the fix
     except Exception as error:  # not a torch file at all, truncated, ...
@@ -82,7 +78,7 @@ def load_checkpoint(path: Path, kind: str = "RoBERTa") -> dict:
 
 def load_upgraded(path: Path, kind: str) -> dict:
     """A checkpoint as fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` returns it (cfg as an
-    omegaconf object, old checkpoints upgraded), read through ``read_checkpoint``."""
+    omegaconf object, old checkpoints upgraded), read through ``load_checkpoint``."""
     state = load_checkpoint(path, kind)
     if state.get("cfg") is not None:
         state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
@@ -184,3 +180,55 @@ def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     return copied
+
+
+def fresh_training_state(extra: Optional[Dict[str, object]] = None,
+                         criterion_name: str = "LongformerMLMLoss") -> Dict[str, object]:
+    """The training-state entries of a fairseq checkpoint at update 0 with no optimizer state:
+    ``fairseq-train --restore-file`` then builds its own optimizer (no --reset-* flag is needed)
+    and starts the data at epoch 1. ``extra``: more entries of ``extra_state`` (provenance).
+    ``criterion_name``: the class fairseq records (informational: with no optimizer state saved,
+    fairseq compares it with nothing)."""
+    return {
+        "optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
+                               "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+        "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True, "version": 2},
+                        "previous_training_time": 0.0, **(extra or {})},
+        "last_optimizer_state": None,
+    }
+
+
+@dataclass
+class ConvertedCheckpoint:
+    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training command needs.
+    model_dims: encoder_layers, encoder_embed_dim, encoder_ffn_embed_dim, encoder_attention_heads."""
+
+    checkpoint: Path
+    dictionary: Path
+    arch: str
+    attention_window: Tuple[int, ...]
+    max_positions: int  # the encoder's
+    model_dims: Dict[str, int]
+    source: Optional[Path] = None
+    copied_files: List[str] = field(default_factory=list)  # tokenizer files copied along
+    dropped_keys: List[str] = field(default_factory=list)  # classification-head keys left out
+
+    def train_flags(self) -> List[str]:
+        """fairseq-train flags that build a model this checkpoint loads into: architecture, task
+        and criterion, the model's sizes, the batch padding multiple and --restore-file."""
+        d = self.model_dims
+        return [
+            "--arch", self.arch, "--task", "longformer_mlm", "--criterion", "longformer_mlm",
+            "--encoder-layers", str(d["encoder_layers"]), "--encoder-embed-dim", str(d["encoder_embed_dim"]),
+            "--encoder-ffn-embed-dim", str(d["encoder_ffn_embed_dim"]),
+            "--encoder-attention-heads", str(d["encoder_attention_heads"]),
+            "--attention-window", ",".join(str(w) for w in self.attention_window),
+            "--max-positions", str(self.max_positions), "--tokens-per-sample", str(self.max_positions),
+            "--pad-to-multiple", str(batch_pad_multiple(self.attention_window, self.max_positions)),
+            "--restore-file", str(self.checkpoint),
+        ]
+
+
+def continue_command(flags: Sequence[str]) -> str:
+    """The command line that continues training from a converted checkpoint."""
+    return "longformer-train DATA " + " ".join(shlex.quote(str(f)) for f in flags)

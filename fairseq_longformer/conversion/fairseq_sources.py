@@ -1,30 +1,36 @@
-"""The two source families of fairseq -> fairseq conversion, each a spec ``from_fairseq`` runs:
-``ROBERTA`` -> Longformer (the released 2019 key layout read too) and ``BART`` -> LED (the
-encoder's positions tiled whole, the decoder untouched), with their results' train flags."""
+"""fairseq -> fairseq conversion: ONE driver (``convert_checkpoint``) and a declarative spec per source
+family (``ROBERTA`` -> Longformer, the released 2019 key layout read too; ``BART`` -> LED, the
+encoder's positions tiled whole, the decoder untouched): state checked, positions extended, global
+Q/K/V copied from Q, K, V, heads dropped, config rewritten, training state reset; all in memory
+before anything is written."""
 import argparse
+import logging
 import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
+import torch
 from torch import Tensor
 
+from longformer_kernels import AttentionPattern, parse_per_layer
+from ..models.global_projections import add_missing_global_projections
 from ..tasks.longformer_mlm import batch_pad_multiple
-from .fairseq_checkpoint import config_get, config_set
-from .from_fairseq import LED_CRITERION, convert_checkpoint, count_layers, missing_keys_error
-from .restore import ConvertedCheckpoint
-from .rules import check_extendable
+from .fairseq_checkpoint import (
+    ConvertedCheckpoint, check_output, config_get, config_sections, config_set, fresh_training_state, load_checkpoint,
+    resolve_source, write_folder,
+)
+from .rules import check_extendable, extend_positions
 
+logger = logging.getLogger(__name__)
+
+LED_CRITERION = "LabelSmoothedCrossEntropyCriterion"  # what fairseq records for an LED's training
 LAYER_MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj",
                  "self_attn_layer_norm", "fc1", "fc2", "final_layer_norm")
 CROSS_MODULES = ("encoder_attn.q_proj", "encoder_attn.k_proj", "encoder_attn.v_proj",
                  "encoder_attn.out_proj", "encoder_attn_layer_norm")
-
-
-def _layer_keys(prefix: str, layers: int, modules) -> List[str]:
-    return [f"{prefix}layers.{i}.{m}.{p}" for i in range(layers) for m in modules for p in ("weight", "bias")]
 
 
 @dataclass
@@ -38,112 +44,6 @@ class ConversionResult(ConvertedCheckpoint):
     def train_flags(self) -> List[str]:
         """With the --reset-* flags of continued pretraining (right for any RoBERTa checkpoint)."""
         return super().train_flags() + ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
-
-
-class RobertaSource:
-    kind, target, task = "RoBERTa", "Longformer", "masked_lm"
-    ENCODER, OLD_ENCODER = "encoder.sentence_encoder.", "decoder.sentence_encoder."
-    layer_prefix = ENCODER + "layers."
-    positions_key = ENCODER + "embed_positions.weight"
-    tokens_key = ENCODER + "embed_tokens.weight"
-    vocab_keys = (tokens_key, "encoder.lm_head.weight", "encoder.lm_head.bias")
-    mask_optional = False  # the masked_lm task always appends <mask>
-    dropped_prefixes = ("classification_heads.", "encoder.classification_heads.")
-    embedding_keys = ("embed_tokens.weight", "embed_positions.weight",
-                      "layernorm_embedding.weight", "layernorm_embedding.bias")
-    head_keys = ("encoder.lm_head.weight", "encoder.lm_head.bias", "encoder.lm_head.dense.weight",
-                 "encoder.lm_head.dense.bias", "encoder.lm_head.layer_norm.weight", "encoder.lm_head.layer_norm.bias")
-    stacks = (("encoder", tokens_key, ENCODER),)  # (name, token table, layer prefix), one per layer count
-    archs, default_arch = {}, "longformer_base"  # the source's arch -> the target's
-    task_name, criterion, provenance_key = "longformer_mlm", "LongformerMLMLoss", "longformer_conversion"
-
-    def read(self, model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
-        """(state dict in the current layout, 'new' or 'old'): fairseq's load-time upgrades done
-        explicitly (``decoder.`` -> ``encoder.``, ``emb_layer_norm`` -> ``layernorm_embedding``, a
-        fused ``in_proj_*`` (rows [q; k; v]) split into q_proj, k_proj, v_proj)."""
-        has_new = any(k.startswith(self.ENCODER) for k in model_state)
-        has_old = any(k.startswith(self.OLD_ENCODER) for k in model_state)
-        if has_new and has_old:
-            raise ValueError("the checkpoint mixes both key layouts (encoder.sentence_encoder.* and "
-                             "decoder.sentence_encoder.*): not a RoBERTa checkpoint fairseq wrote")
-        out: Dict[str, Tensor] = {}
-        for key, value in model_state.items():
-            if key.startswith("decoder."):
-                key = "encoder." + key[len("decoder."):]
-            out[key.replace(".emb_layer_norm.", ".layernorm_embedding.")] = value
-        for key in [k for k in out if re.search(r"\.self_attn\.in_proj_(weight|bias)$", k)]:
-            fused = out.pop(key)
-            base, kind = key.rsplit(".in_proj_", 1)
-            if fused.shape[0] % 3:
-                raise ValueError(f"{key}: fused projection of {fused.shape[0]} rows is not 3 x embed_dim")
-            dim = fused.shape[0] // 3
-            for i, name in enumerate(("q_proj", "k_proj", "v_proj")):
-                out[f"{base}.{name}.{kind}"] = fused[i * dim:(i + 1) * dim].clone()
-        return out, "old" if has_old else "new"
-
-    def spelled(self, key: str, layout: str) -> str:
-        """A current-layout key as the source checkpoint spells it (for error messages)."""
-        if layout == "old":
-            key = "decoder." + key[len("encoder."):] if key.startswith("encoder.") else key
-            key = key.replace(".layernorm_embedding.", ".emb_layer_norm.")
-        return key
-
-    def check_state(self, model_state: Mapping, layout: str, model_section, path) -> Tuple[int]:
-        """Raise ValueError naming every missing key; return (layers,)."""
-        layers = max(count_layers(model_state, self.ENCODER), config_get(model_section, "encoder_layers") or 0, 1)
-        required = [self.ENCODER + k for k in self.embedding_keys]
-        required += _layer_keys(self.ENCODER, layers, LAYER_MODULES) + list(self.head_keys)
-        missing = [self.spelled(k, layout) for k in required if k not in model_state]
-        if missing:
-            raise missing_keys_error(path, "RoBERTa", "fairseq masked LM with learned positions", missing)
-        positions, width = model_state[self.positions_key], model_state[self.tokens_key].shape[1]
-        if positions.dim() != 2 or positions.shape[1] != width:
-            raise ValueError(f"{self.spelled(self.positions_key, layout)} has shape {tuple(positions.shape)}: "
-                             f"expected (positions + 2, {width})")
-        return (layers,)
-
-    def check_positions(self, max_positions: int, source_positions: int) -> None:
-        check_extendable(source_positions, max_positions)
-
-    def rewrite_config(self, args, cfg, windows, max_positions: int) -> None:
-        """Blocks of ``max_positions`` in task longformer_mlm, with the batch padding multiple;
-        attention_dropout stays RoBERTa's (the paper continues with RoBERTa's hyperparameters)."""
-        pad_multiple = batch_pad_multiple(windows, max_positions)
-        section = args if args is not None else cfg["model"]
-        for key, value in (("attention_causal", False), ("max_positions", max_positions),
-                           ("tokens_per_sample", max_positions)):
-            config_set(section, key, value)
-        if config_get(section, "task") is not None:  # a legacy Namespace holds every flag
-            config_set(section, "task", self.task_name)
-        if args is not None:
-            args.task, args.pad_to_multiple = self.task_name, pad_multiple
-            return
-        task = cfg.get("task")
-        if isinstance(task, Mapping):
-            task["_name"], task["tokens_per_sample"], task["pad_to_multiple"] = \
-                self.task_name, max_positions, pad_multiple
-        elif isinstance(task, argparse.Namespace):
-            task._name, task.tokens_per_sample, task.pad_to_multiple = self.task_name, max_positions, pad_multiple
-
-    def provenance(self, layout, source_positions, init_positions, seed) -> Dict[str, object]:
-        return {"source_layout": layout, "roberta_positions": source_positions, "init_positions": init_positions,
-                "seed": seed}
-
-    def result(self, layout, source_positions, model_state, padding_idx, **fields) -> ConversionResult:
-        return ConversionResult(source_layout=layout, roberta_positions=source_positions, **fields)
-
-
-ROBERTA = RobertaSource()
-
-
-def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, attention_window="256",
-                               init_positions: str = "copy", checkpoint_file: str = "model.pt",
-                               dict_file=None, seed: int = 1, overwrite: bool = False) -> ConversionResult:
-    """A fairseq RoBERTa checkpoint -> a Longformer checkpoint folder (``from_fairseq``'s recipe):
-    positions extended to ``max_positions`` (``init_positions`` copy or random, ``seed``), windows
-    ``attention_window`` (one-sided, one value or one per layer, "256" or "64,64,128,...")."""
-    return convert_checkpoint(ROBERTA, source, out_dir, max_positions, attention_window, init_positions,
-                              checkpoint_file, dict_file, seed, overwrite)
 
 
 @dataclass
@@ -178,88 +78,333 @@ class LEDConversionResult(ConvertedCheckpoint):
                 "--max-target-positions", str(self.decoder_positions), "--required-batch-size-multiple", "1"]
 
 
-class BartSource:
-    kind, target, task = "BART", "LED", "denoising"
-    layer_prefix = "encoder.layers."
-    positions_key = "encoder.embed_positions.weight"
-    decoder_positions_key = "decoder.embed_positions.weight"
-    tokens_key = "encoder.embed_tokens.weight"
-    vocab_keys = (tokens_key, "decoder.embed_tokens.weight")
-    mask_optional = True  # a pretrained BART has the <mask> row, a fine-tuned one may not
-    dropped_prefixes = ("classification_heads.",)
-    stacks = (("encoder", tokens_key, "encoder."), ("decoder", "decoder.embed_tokens.weight", "decoder."))
-    archs, default_arch = {"bart_large": "led_large", "mbart_large": "led_large"}, "led_base"
-    criterion, provenance_key = LED_CRITERION, "led_conversion"
+@dataclass(frozen=True)
+class SourceFamily:
+    """A source family as the driver walks it. ``stacks``: (name, key prefix, layer modules) per
+    layer stack, the encoder first; ``tables``: the position tables (the encoder's first, the one
+    extended); the callables are the family's few own steps."""
 
-    def read(self, model_state: Mapping) -> Tuple[Mapping, str]:
-        return model_state, "new"
+    kind: str
+    target: str
+    task: str  # the source's task, which appends <mask>
+    stacks: Tuple[Tuple[str, str, Tuple[str, ...]], ...]
+    top_keys: Tuple[str, ...]  # required outside the layers (prefixes included)
+    tables: Tuple[str, ...]
+    vocab_keys: Tuple[str, ...]
+    mask_optional: bool  # whether the <mask> row may be absent (a fine-tuned BART)
+    dropped_prefixes: Tuple[str, ...]
+    archs: Dict[str, str]  # the source's arch -> the target's
+    default_arch: str
+    criterion: str
+    provenance_key: str
+    result: type
+    read: Callable  # state dict -> (state dict in the current layout, "new" | "old")
+    refuse: Callable  # (state dict, path): a ValueError for a checkpoint of another family
+    check_positions: Callable  # (max_positions, source positions)
+    rewrite_config: Callable  # (args, cfg, windows, max_positions): the family's own config entries
+    spelled: Callable = lambda key, layout: key  # a current-layout key as the source spells it
 
-    def spelled(self, key: str, layout: str) -> str:
-        return key
+    @property
+    def positions_key(self) -> str:
+        return self.tables[0]
 
-    def check_state(self, model_state: Mapping, layout: str, model_section, path) -> Tuple[int, int]:
-        """Raise ValueError unless ``model_state`` is a fairseq BART with learned positions; return
-        (encoder layers, decoder layers)."""
-        if any(".sentence_encoder." in k for k in model_state):
-            raise ValueError(f"{str(path)!r} is a RoBERTa (encoder-only) checkpoint: convert it with "
-                             "longformer-convert-roberta")
-        if any("_global_proj." in k for k in model_state):
-            raise ValueError(f"{str(path)!r} already has global projections: it is a Longformer/LED "
-                             "checkpoint, not a BART one")
-        encoder_layers, decoder_layers = count_layers(model_state, "encoder."), count_layers(model_state, "decoder.")
-        if not encoder_layers or not decoder_layers:
-            raise ValueError(f"{str(path)!r} is not a BART checkpoint: it has {encoder_layers} encoder and "
-                             f"{decoder_layers} decoder layers (encoder.layers.N.*, decoder.layers.N.*)")
-        required = [f"{stack}.{key}" for stack in ("encoder", "decoder")
-                    for key in ("embed_tokens.weight", "embed_positions.weight")]
-        required += _layer_keys("encoder.", encoder_layers, LAYER_MODULES)
-        required += _layer_keys("decoder.", decoder_layers, LAYER_MODULES + CROSS_MODULES)
-        missing = [k for k in required if k not in model_state]
-        if missing:
-            raise missing_keys_error(path, "BART", "fairseq encoder-decoder with learned positions and separate "
-                                     "q/k/v projections", missing)
-        width = model_state[self.tokens_key].shape[1]
-        for key in (self.positions_key, self.decoder_positions_key):
-            table = model_state[key]
-            if table.dim() != 2 or table.shape[1] != width or table.shape[0] < 3:
-                raise ValueError(f"{key} has shape {tuple(table.shape)}: expected (positions + 2, {width}), "
-                                 "fairseq's learned positions with their 2 reserved rows")
-        return encoder_layers, decoder_layers
-
-    def check_positions(self, max_positions: int, source_positions: int) -> None:
-        """A whole number of BART's position tables (at least one): the copy init tiles it whole."""
-        if max_positions % source_positions:
-            raise ValueError(
-                f"--max-positions {max_positions} is not a multiple of BART's {source_positions} encoder "
-                f"positions: the copy initialisation tiles BART's table whole (e.g. "
-                f"{16 * source_positions} = 16 x {source_positions}, the released LED's)")
-
-    def rewrite_config(self, args, cfg, windows, max_positions: int) -> None:
-        """The encoder's positions in the task section too (fairseq's hub loader reads it)."""
-        task = None if cfg is None else cfg.get("task")
-        if task is not None and config_get(task, "max_source_positions") is not None:
-            config_set(task, "max_source_positions", max_positions)
-
-    def provenance(self, layout, source_positions, init_positions, seed) -> Dict[str, object]:
-        return {"bart_positions": source_positions}
-
-    def result(self, layout, source_positions, model_state, padding_idx, init_positions,
-               **fields) -> LEDConversionResult:
-        decoder_positions = model_state[self.decoder_positions_key].shape[0] - (padding_idx + 1)
-        return LEDConversionResult(decoder_positions=decoder_positions, bart_positions=source_positions, **fields)
+    def tokens_key(self, stack: int = 0) -> str:
+        return self.stacks[stack][1] + "embed_tokens.weight"
 
 
-BART = BartSource()
+def count_layers(model_state: Mapping, prefix: str) -> int:
+    """Number of ``{prefix}layers.N.`` layers in the state dict (0 if none)."""
+    pattern = re.compile(re.escape(prefix) + r"layers\.(\d+)\.")
+    indices = {int(m.group(1)) for k in model_state for m in [pattern.match(k)] if m}
+    return max(indices) + 1 if indices else 0
+
+
+def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_section, path) -> Tuple[int, ...]:
+    """Raise ValueError naming every missing key (and a position table of the wrong shape);
+    return the layers of each stack."""
+    source.refuse(model_state, path)
+    layers = tuple(count_layers(model_state, prefix) for _, prefix, _ in source.stacks)
+    if len(layers) == 1:  # an encoder alone: layers missing from the end are named too
+        layers = (max(layers[0], config_get(model_section, "encoder_layers") or 0, 1),)
+    elif not all(layers):
+        raise ValueError(f"{str(path)!r} is not a {source.kind} checkpoint: it has {layers[0]} encoder and "
+                         f"{layers[1]} decoder layers (encoder.layers.N.*, decoder.layers.N.*)")
+    required = list(source.top_keys) + [f"{prefix}layers.{i}.{m}.{p}" for (_, prefix, modules), count
+                                        in zip(source.stacks, layers) for i in range(count)
+                                        for m in modules for p in ("weight", "bias")]
+    missing = [source.spelled(k, layout) for k in required if k not in model_state]
+    if missing:
+        shown = ", ".join(missing[:12]) + (f", ... ({len(missing)} in all)" if len(missing) > 12 else "")
+        what = ("fairseq masked LM with learned positions" if len(layers) == 1 else
+                "fairseq encoder-decoder with learned positions and separate q/k/v projections")
+        raise ValueError(f"{str(path)!r} is not a {source.kind} checkpoint ({what}): missing keys {shown}")
+    width = model_state[source.tokens_key()].shape[1]
+    for key in source.tables:
+        table = model_state[key]
+        if table.dim() != 2 or table.shape[1] != width or table.shape[0] < 3:
+            raise ValueError(f"{source.spelled(key, layout)} has shape {tuple(table.shape)}: expected "
+                             f"(positions + 2, {width}), fairseq's learned positions with their 2 reserved rows")
+    return layers
+
+
+def expected_vocab_rows(dict_path: Path) -> Tuple[int, int, int]:
+    """(rows with <mask>, symbols read from dict.txt, padding index): fairseq's 4 specials, the
+    file's symbols, and the ``<mask>`` the masked_lm and denoising tasks append unless present."""
+    from fairseq.data import Dictionary
+
+    try:
+        dictionary = Dictionary.load(str(dict_path))
+    except Exception as error:
+        raise ValueError(f"dictionary {str(dict_path)!r} is not a fairseq dict.txt: {error}") from error
+    symbols = len(dictionary)
+    return symbols + (0 if "<mask>" in dictionary.indices else 1), symbols, dictionary.pad()
+
+
+def check_vocabulary(model_state: Mapping, dict_path: Path, source: SourceFamily, layout: str) -> int:
+    """Raise ValueError when dict.txt does not match the embeddings of the vocabulary keys; return
+    the padding index."""
+    with_mask, symbols, pad = expected_vocab_rows(dict_path)
+    for key in source.vocab_keys:
+        have = model_state[key].shape[0]
+        if have == with_mask or (source.mask_optional and have == symbols):
+            continue
+        given = (f"dictionary {str(dict_path)!r} does not match the checkpoint: it gives {symbols} symbols "
+                 f"(4 specials + {symbols - 4} lines)")
+        if source.mask_optional:
+            raise ValueError(f"{given}, so {source.spelled(key, layout)} should have {symbols} rows (or "
+                             f"{with_mask} with <mask>), but it has {have}")
+        raise ValueError(f"{given} plus <mask> added by the {source.task} task = {with_mask} rows expected, but "
+                         f"{source.spelled(key, layout)} has {have}")
+    if pad != 1:
+        raise ValueError(f"dictionary {str(dict_path)!r} has padding index {pad}; fairseq {source.kind} uses 1")
+    return pad
+
+
+def parse_windows(attention_window, layers: int) -> Tuple[int, ...]:
+    """One one-sided window per (encoder) layer, each validated (an int >= 0)."""
+    try:
+        windows = parse_per_layer(attention_window, layers, "attention-window")
+    except ValueError as error:
+        raise ValueError(f"--attention-window {attention_window!r}: {error}") from error
+    for w in windows:
+        AttentionPattern(window=w)
+    return tuple(windows)
+
+
+def stack_dims(model_section, model_state: Mapping, stack: str, prefix: str, layers: int) -> Dict[str, int]:
+    """``{stack}_layers`` / ``_embed_dim`` / ``_ffn_embed_dim`` from the state dict (authoritative)
+    and ``_attention_heads`` from the config, checked to divide the width."""
+    width = int(model_state[prefix + "embed_tokens.weight"].shape[1])
+    heads = config_get(model_section, f"{stack}_attention_heads")
+    if heads is None:
+        raise ValueError(f"the checkpoint's config does not say {stack}_attention_heads")
+    if width % int(heads):
+        raise ValueError(f"{stack}_attention_heads {heads} does not divide the {stack} width {width}")
+    return {f"{stack}_layers": layers, f"{stack}_embed_dim": width,
+            f"{stack}_ffn_embed_dim": int(model_state[prefix + "layers.0.fc1.weight"].shape[0]),
+            f"{stack}_attention_heads": int(heads)}
+
+
+def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions: int, attention_window,
+                       init_positions: str = "copy", checkpoint_file: str = "model.pt", dict_file=None,
+                       seed: int = 1, overwrite: bool = False):
+    """Convert the fairseq checkpoint of family ``source`` into a target checkpoint folder (model.pt +
+    dict.txt). source_dir: a folder holding ``checkpoint_file`` and dict.txt, or a checkpoint file
+    (dict.txt next to it unless ``dict_file``). attention_window: one-sided w, one value or one per
+    (encoder) layer. Raises FileNotFoundError / ValueError, with nothing written, on bad input."""
+    if init_positions not in ("copy", "random"):
+        raise ValueError(f"--init-positions must be 'copy' or 'random', got {init_positions!r}")
+    if not isinstance(max_positions, int) or isinstance(max_positions, bool) or max_positions < 1:
+        raise ValueError(f"--max-positions must be a positive int, got {max_positions!r}")
+    checkpoint_path, dict_path = resolve_source(source_dir, checkpoint_file, dict_file, kind=source.kind)
+    out_dir = check_output(out_dir, checkpoint_path, overwrite)
+
+    state = load_checkpoint(checkpoint_path, kind=source.kind)
+    model_state, layout = source.read(state["model"])
+    args, cfg = config_sections(state)
+    model_section = args if args is not None else cfg["model"]
+    layers = check_state(source, model_state, layout, model_section, checkpoint_path)
+    padding_idx = check_vocabulary(model_state, dict_path, source, layout)
+    source_positions = model_state[source.positions_key].shape[0] - (padding_idx + 1)
+    source.check_positions(max_positions, source_positions)
+    windows = parse_windows(attention_window, layers[0])
+    dims = {name: value for (stack, prefix, _), count in zip(source.stacks, layers)
+            for name, value in stack_dims(model_section, model_state, stack, prefix, count).items()}
+    arch = source.archs.get(config_get(model_section, "arch"), source.default_arch)
+
+    # the new state: heads dropped, positions extended, global projections copied from Q, K, V
+    dropped = [key for key in model_state if key.startswith(source.dropped_prefixes)]
+    new_state: Dict[str, Tensor] = {k: v for k, v in model_state.items() if k not in dropped}
+    new_state[source.positions_key] = extend_positions(
+        model_state[source.positions_key], max_positions, padding_idx=padding_idx, init=init_positions,
+        generator=torch.Generator().manual_seed(seed))
+    add_missing_global_projections(new_state, prefix=source.stacks[0][1] + "layers.")
+
+    # the config (config_sections' copy): architecture, sizes, one undilated window per layer, positions
+    for key, value in (*dims.items(), ("_name", arch), ("arch", arch),
+                       ("attention_window", ",".join(map(str, windows))), ("attention_dilation", "1"),
+                       ("attention_impl", "auto"), ("max_source_positions", max_positions)):
+        config_set(model_section, key, value)
+    source.rewrite_config(args, cfg, windows, max_positions)
+    provenance = {"source": str(checkpoint_path), "max_positions": max_positions, "attention_window": list(windows)}
+    if source.result is ConversionResult:
+        provenance.update(source_layout=layout, roberta_positions=source_positions, init_positions=init_positions,
+                          seed=seed)
+    else:
+        provenance.update(bart_positions=source_positions)
+    output = {"args": args, "cfg": cfg, "model": new_state,
+              **fresh_training_state({source.provenance_key: provenance}, criterion_name=source.criterion)}
+    copied = write_folder(out_dir, output, dict_path, checkpoint_path.parent)
+    if dropped:
+        logger.warning(f"dropped {len(dropped)} classification-head keys (the {source.target} has no heads): "
+                       f"{dropped[:4]}")
+    logger.info(f"converted {checkpoint_path} ({source_positions} positions) -> {out_dir / 'model.pt'} "
+                f"({max_positions} positions, init {init_positions}, window {windows})")
+    fields = dict(checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", arch=arch,
+                  attention_window=windows, max_positions=max_positions, model_dims=dims, source=checkpoint_path,
+                  copied_files=copied, dropped_keys=dropped)
+    if source.result is ConversionResult:
+        return ConversionResult(**fields, source_layout=layout, roberta_positions=source_positions,
+                                init_positions=init_positions)
+    decoder_positions = model_state[source.tables[1]].shape[0] - (padding_idx + 1)
+    return LEDConversionResult(**fields, decoder_positions=decoder_positions, bart_positions=source_positions)
+
+
+# --- RoBERTa -> Longformer ---------------------------------------------------------------------
+ENCODER, OLD_ENCODER = "encoder.sentence_encoder.", "decoder.sentence_encoder."
+
+
+def read_roberta(model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
+    """(state dict in the current layout, 'new' or 'old'): fairseq's load-time upgrades done
+    explicitly (``decoder.`` -> ``encoder.``, ``emb_layer_norm`` -> ``layernorm_embedding``, a
+    fused ``in_proj_*`` (rows [q; k; v]) split into q_proj, k_proj, v_proj)."""
+    has_new = any(k.startswith(ENCODER) for k in model_state)
+    has_old = any(k.startswith(OLD_ENCODER) for k in model_state)
+    if has_new and has_old:
+        raise ValueError("the checkpoint mixes both key layouts (encoder.sentence_encoder.* and "
+                         "decoder.sentence_encoder.*): not a RoBERTa checkpoint fairseq wrote")
+    out: Dict[str, Tensor] = {}
+    for key, value in model_state.items():
+        if key.startswith("decoder."):
+            key = "encoder." + key[len("decoder."):]
+        out[key.replace(".emb_layer_norm.", ".layernorm_embedding.")] = value
+    for key in [k for k in out if re.search(r"\.self_attn\.in_proj_(weight|bias)$", k)]:
+        fused = out.pop(key)
+        base, kind = key.rsplit(".in_proj_", 1)
+        if fused.shape[0] % 3:
+            raise ValueError(f"{key}: fused projection of {fused.shape[0]} rows is not 3 x embed_dim")
+        dim = fused.shape[0] // 3
+        for i, name in enumerate(("q_proj", "k_proj", "v_proj")):
+            out[f"{base}.{name}.{kind}"] = fused[i * dim:(i + 1) * dim].clone()
+    return out, "old" if has_old else "new"
+
+
+def spelled_roberta(key: str, layout: str) -> str:
+    """A current-layout key as the source checkpoint spells it (for error messages)."""
+    if layout == "old":
+        key = "decoder." + key[len("encoder."):] if key.startswith("encoder.") else key
+        key = key.replace(".layernorm_embedding.", ".emb_layer_norm.")
+    return key
+
+
+def rewrite_longformer_config(args, cfg, windows, max_positions: int) -> None:
+    """Blocks of ``max_positions`` in task longformer_mlm, with the batch padding multiple;
+    attention_dropout stays RoBERTa's (the paper continues with RoBERTa's hyperparameters)."""
+    task_name, pad_multiple = "longformer_mlm", batch_pad_multiple(windows, max_positions)
+    section = args if args is not None else cfg["model"]
+    for key, value in (("attention_causal", False), ("max_positions", max_positions),
+                       ("tokens_per_sample", max_positions)):
+        config_set(section, key, value)
+    if config_get(section, "task") is not None:  # a legacy Namespace holds every flag
+        config_set(section, "task", task_name)
+    if args is not None:
+        args.task, args.pad_to_multiple = task_name, pad_multiple
+        return
+    task = cfg.get("task")
+    if isinstance(task, Mapping):
+        task["_name"], task["tokens_per_sample"], task["pad_to_multiple"] = task_name, max_positions, pad_multiple
+    elif isinstance(task, argparse.Namespace):
+        task._name, task.tokens_per_sample, task.pad_to_multiple = task_name, max_positions, pad_multiple
+
+
+ROBERTA = SourceFamily(
+    kind="RoBERTa", target="Longformer", task="masked_lm",
+    stacks=(("encoder", ENCODER, LAYER_MODULES),),
+    top_keys=tuple(ENCODER + k for k in ("embed_tokens.weight", "embed_positions.weight", "layernorm_embedding.weight",
+                                         "layernorm_embedding.bias"))
+    + tuple(f"encoder.lm_head.{m}" for m in ("weight", "bias", "dense.weight", "dense.bias", "layer_norm.weight",
+                                              "layer_norm.bias")),
+    tables=(ENCODER + "embed_positions.weight",),
+    vocab_keys=(ENCODER + "embed_tokens.weight", "encoder.lm_head.weight", "encoder.lm_head.bias"),
+    mask_optional=False,  # the masked_lm task always appends <mask>
+    dropped_prefixes=("classification_heads.", "encoder.classification_heads."),
+    archs={}, default_arch="longformer_base", criterion="LongformerMLMLoss", provenance_key="longformer_conversion",
+    result=ConversionResult, read=read_roberta, refuse=lambda state, path: None,
+    check_positions=lambda max_positions, source_positions: check_extendable(source_positions, max_positions),
+    rewrite_config=rewrite_longformer_config, spelled=spelled_roberta,
+)
+
+
+# --- BART -> LED -------------------------------------------------------------------------------
+def refuse_non_bart(model_state: Mapping, path) -> None:
+    if any(".sentence_encoder." in k for k in model_state):
+        raise ValueError(f"{str(path)!r} is a RoBERTa (encoder-only) checkpoint: convert it with "
+                         "longformer-convert-roberta")
+    if any("_global_proj." in k for k in model_state):
+        raise ValueError(f"{str(path)!r} already has global projections: it is a Longformer/LED "
+                         "checkpoint, not a BART one")
+
+
+def check_bart_positions(max_positions: int, source_positions: int) -> None:
+    """A whole number of BART's position tables (at least one): the copy init tiles it whole."""
+    if max_positions % source_positions:
+        raise ValueError(
+            f"--max-positions {max_positions} is not a multiple of BART's {source_positions} encoder "
+            f"positions: the copy initialisation tiles BART's table whole (e.g. "
+            f"{16 * source_positions} = 16 x {source_positions}, the released LED's)")
+
+
+def rewrite_led_config(args, cfg, windows, max_positions: int) -> None:
+    """The encoder's positions in the task section too (fairseq's hub loader reads it)."""
+    task = None if cfg is None else cfg.get("task")
+    if task is not None and config_get(task, "max_source_positions") is not None:
+        config_set(task, "max_source_positions", max_positions)
+
+
+BART = SourceFamily(
+    kind="BART", target="LED", task="denoising",
+    stacks=(("encoder", "encoder.", LAYER_MODULES), ("decoder", "decoder.", LAYER_MODULES + CROSS_MODULES)),
+    top_keys=tuple(f"{stack}.{key}" for stack in ("encoder", "decoder")
+                   for key in ("embed_tokens.weight", "embed_positions.weight")),
+    tables=("encoder.embed_positions.weight", "decoder.embed_positions.weight"),
+    vocab_keys=("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
+    mask_optional=True,  # a pretrained BART has the <mask> row, a fine-tuned one may not
+    dropped_prefixes=("classification_heads.",),
+    archs={"bart_large": "led_large", "mbart_large": "led_large"}, default_arch="led_base",
+    criterion=LED_CRITERION, provenance_key="led_conversion", result=LEDConversionResult,
+    read=lambda model_state: (model_state, "new"), refuse=refuse_non_bart, check_positions=check_bart_positions,
+    rewrite_config=rewrite_led_config,
+)
 DEFAULT_MAX_POSITIONS = 16384
 DEFAULT_WINDOW = "512"
+
+
+def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, attention_window="256",
+                               init_positions: str = "copy", checkpoint_file: str = "model.pt",
+                               dict_file=None, seed: int = 1, overwrite: bool = False) -> ConversionResult:
+    """A fairseq RoBERTa checkpoint -> a Longformer checkpoint folder: positions extended to
+    ``max_positions`` (``init_positions`` copy or random, ``seed``), windows ``attention_window``
+    (one-sided, one value or one per layer, "256" or "64,64,128,...")."""
+    return convert_checkpoint(ROBERTA, source, out_dir, max_positions, attention_window, init_positions,
+                              checkpoint_file, dict_file, seed, overwrite)
 
 
 def convert_bart_checkpoint(source, out_dir, max_positions: int = DEFAULT_MAX_POSITIONS,
                             attention_window=DEFAULT_WINDOW, checkpoint_file: str = "model.pt",
                             dict_file=None, overwrite: bool = False) -> LEDConversionResult:
-    """A fairseq BART checkpoint -> an LED checkpoint folder (``from_fairseq``'s recipe): the
-    encoder's positions tiled to ``max_positions`` (a multiple of BART's), windows
-    ``attention_window`` (one-sided, one value or one per encoder layer, "512" or "256,512,...")."""
+    """A fairseq BART checkpoint -> an LED checkpoint folder: the encoder's positions tiled to
+    ``max_positions`` (a multiple of BART's), windows ``attention_window`` (one-sided, one value or
+    one per encoder layer, "512" or "256,512,...")."""
     return convert_checkpoint(BART, source, out_dir, max_positions, attention_window, "copy", checkpoint_file,
                               dict_file, 1, overwrite)
 

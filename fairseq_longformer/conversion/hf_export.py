@@ -18,7 +18,7 @@ from .families.longformer_heads import (
     HeadRef, checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
     model_heads, refuse_heads_without_hf_class, task_labels,
 )
-from .rules import DICT_COPY, check_shapes, write_dictionary_copy
+from .rules import DICT_COPY, check_shapes, load_into_hf, write_dictionary_copy
 from .tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -80,13 +80,10 @@ def to_hf_masked_lm(model, dictionary):
     transformers, _ = _hf_imports()
     layout, config, tensors = _longformer_export(model, dictionary, None, None)
     hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**config))
-    missing, unexpected = hf_model.load_state_dict(tensors, strict=False)
     # tied, the decoder weight is the word embeddings' parameter (loaded under that name); the
     # position and token-type id buffers are HF's own
-    allowed = {k.format(base="longformer") for k in HF_IGNORED_BUFFERS} | ({HF_DECODER_WEIGHT} if layout.tied else set())
-    if set(missing) - allowed or unexpected:
-        raise ValueError(f"LongformerForMaskedLM did not take the exported tensors: missing "
-                         f"{sorted(set(missing) - allowed)}, unexpected {sorted(unexpected)}")
+    owned = {k.format(base="longformer") for k in HF_IGNORED_BUFFERS} | ({HF_DECODER_WEIGHT} if layout.tied else set())
+    load_into_hf(hf_model, tensors, owned, "LongformerForMaskedLM")
     return hf_model
 
 
@@ -207,7 +204,8 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
     state = model.state_dict()
     tensors = led_family.fairseq_to_hf_state(state, layout)
     hf_model = transformers.LEDForConditionalGeneration(transformers.LEDConfig(**config))
-    led_family.load_into_hf(hf_model, tensors)
+    load_into_hf(hf_model, tensors, {*led_family.HF_TIED, led_family.HF_LOGITS_BIAS}, "HF's LED")
+    hf_model.final_logits_bias.zero_()  # HF's logits bias: fairseq's output projection has none
     reserved = led_family.reserved_rows(state, layout)
 
     def write_model(tmp: Path) -> None:

@@ -24,15 +24,13 @@ from .families.longformer import (
     size_problems, source_family,
 )
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
-from .fairseq_checkpoint import DictionaryTask
-from .fairseq_sources import LEDConversionResult
-from .from_fairseq import LED_CRITERION, parse_windows
+from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state
+from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
 from .hf_folder import (
     check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
     placeholder_warning, read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
 )
-from .restore import ConvertedCheckpoint, fresh_training_state
-from .rules import check_extendable, check_shapes, from_hf_windows, shape_of
+from .rules import check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
 
 logger = logging.getLogger(__name__)
 
@@ -188,10 +186,8 @@ def _check_tensors(state: Mapping[str, Tensor], expected: Dict[str, tuple], opti
     """The folder's tensors against the key map's names and shapes; HF's tied copies equal."""
     ignored = {k.format(base=base) for k in HF_IGNORED_BUFFERS}
     pooler = sorted(k for k in state if k.startswith(f"{base}.pooler."))
-    missing = sorted(set(expected) - set(state))
-    unknown = sorted(set(state) - set(expected) - set(optional) - ignored - set(pooler))
-    if missing or unknown:
-        raise ValueError(f"{str(hf_dir)!r} does not match a {what}: missing {missing[:12]}, unexpected {unknown[:12]}")
+    renamed(state, {key: key for key in expected}, f"{str(hf_dir)!r} does not match a {what}",
+            ignored=(*optional, *ignored, *pooler))
     check_shapes(state, {**expected, **{k: v for k, v in optional.items() if k in state}}, str(hf_dir))
     if HF_DECODER_BIAS in state and not torch.equal(state[HF_DECODER_BIAS], state["lm_head.bias"]):
         raise ValueError("lm_head.decoder.bias differs from lm_head.bias: HF ties them; fairseq has one bias")
@@ -366,11 +362,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         dict_txt = Path(scratch) / "dict.txt"
         dictionary, result.dictionary_source = _led_dictionary(hf_dir, layout.vocab, dict_txt, warnings)
         model = LEDModel.build_model(args, DictionaryTask(dictionary))
-        template = model.state_dict()
-        state.update({k: v for k, v in template.items() if k.endswith(".version")})  # the builder's counters
-        if set(state) != set(template):
-            raise ValueError(f"the imported tensors do not fill the fairseq LED: {sorted(set(state) ^ set(template))[:8]}")
-        check_shapes(state, {k: tuple(v.shape) for k, v in template.items()}, f"{str(hf_dir)!r}")
+        state = filled_from(state, model.state_dict(), lambda key: key.endswith(".version"), f"{str(hf_dir)!r}")
         model.load_state_dict(state, strict=True)
         training = fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}}, LED_CRITERION)
         result.copied_files = _write_checkpoint(out_dir, overwrite, args, model, training, hf_dir,

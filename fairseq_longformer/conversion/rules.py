@@ -3,7 +3,7 @@ every window must divide the largest (HF pads to it); HF's "gelu" is the exact o
 copy (fairseq_dict.txt) brings the symbols back on import; position tables keep their
 ``padding_idx + 1`` reserved rows and tile (paper) or redraw (Table 5) the learned ones."""
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from fairseq import utils
@@ -113,3 +113,50 @@ def check_shapes(tensors: Mapping[str, Tensor], expected: Mapping[str, Tuple[int
              if tuple(tensors[k].shape) != shape]
     if wrong:
         raise ValueError(f"{what}: tensors with unexpected shapes: " + "; ".join(wrong))
+
+
+def table_keys(rows, layers: Mapping[str, int], **names) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
+    """fairseq key -> (HF key, symbolic shape) of a family's key table. Each row is (fairseq module,
+    HF module, weight shape, bias shape), a None shape meaning no such tensor; a row whose modules
+    hold the field ``{s}`` of a stack ``s`` in ``layers`` repeats for each of its layers, the other
+    fields come from ``names``. The reverse (import) is the same table read the other way."""
+    out: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
+    for fs, hf, weight, bias in rows:
+        stack = next((s for s in layers if "{" + s + "}" in fs), None)
+        for i in range(layers[stack]) if stack else [0]:
+            fill = {**names, **({stack: i} if stack else {})}
+            for part, shape in (("weight", weight), ("bias", bias)):
+                if shape is not None:
+                    out[f"{fs.format(**fill)}.{part}"] = (f"{hf.format(**fill)}.{part}", shape)
+    assert len({hf for hf, _ in out.values()}) == len(out), "the key table maps two tensors to one name"
+    return out
+
+
+def renamed(state: Mapping[str, Tensor], mapping: Mapping[str, str], what: str, ignored=()) -> Dict[str, Tensor]:
+    """``state`` under ``mapping``'s names (its key -> new key); ValueError "{what}: missing ...,
+    unexpected ..." unless the state holds exactly the mapping's keys (``ignored``: neither)."""
+    missing = sorted(set(mapping) - set(state))
+    unexpected = sorted(set(state) - set(mapping) - set(ignored))
+    if missing or unexpected:
+        raise ValueError(f"{what}: missing {missing[:12]}, unexpected {unexpected[:12]}")
+    return {new: state[key] for key, new in mapping.items()}
+
+
+def filled_from(state: Mapping[str, Tensor], template: Mapping[str, Tensor], builder_owns, what: str):
+    """``state`` completed with the built fairseq model's own tensors (``template``; those keys
+    ``builder_owns(key)`` says the builder fills: version counters, ...), checked to hold exactly
+    the model's keys, each of the model's shape."""
+    out = {**{k: v for k, v in template.items() if k not in state and builder_owns(k)}, **state}
+    renamed(out, {key: key for key in template}, f"{what} does not fill the fairseq model")
+    check_shapes(out, {k: tuple(v.shape) for k, v in template.items()}, what)
+    return out
+
+
+def load_into_hf(hf_model, tensors: Mapping[str, Tensor], hf_owned, what: str) -> None:
+    """Fill a freshly built transformers model with exported ``tensors``; ValueError naming what
+    does not fit unless they are exactly its tensors, of its shapes, but ``hf_owned`` (the tied
+    copies and buffers HF fills itself)."""
+    expected = {k: tuple(v.shape) for k, v in hf_model.state_dict().items() if k not in hf_owned}
+    renamed(tensors, {key: key for key in expected}, f"exported tensors do not fit {what}")
+    check_shapes(tensors, expected, f"exported tensors for {what}")
+    hf_model.load_state_dict(dict(tensors), strict=False)

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..rules import from_hf_windows, is_exact_gelu, rule_problems, to_hf_windows, window_problems
+from ..rules import from_hf_windows, is_exact_gelu, renamed, rule_problems, table_keys, to_hf_windows, window_problems
 
 HF_ARCHITECTURE = "LEDForConditionalGeneration"
 
@@ -35,6 +35,12 @@ DECODER_LAYER = tuple((name, name) for name in (
 TOP_LEVEL = (
     ("encoder.layernorm_embedding", "led.encoder.layernorm_embedding"),
     ("decoder.layernorm_embedding", "led.decoder.layernorm_embedding"),
+)
+_W = ()  # every row has a weight and a bias; their shapes are checked against the built models
+KEY_TABLE = (  # rules.table_keys' rows: {e} / {d} an encoder / decoder layer
+    *((f"encoder.layers.{{e}}.{fs}", f"led.encoder.layers.{{e}}.{hf}", _W, _W) for fs, hf in ENCODER_LAYER),
+    *((f"decoder.layers.{{d}}.{fs}", f"led.decoder.layers.{{d}}.{hf}", _W, _W) for fs, hf in DECODER_LAYER),
+    *((fs, hf, _W, _W) for fs, hf in TOP_LEVEL),
 )
 # single tensors: the shared token table, and the position tables (reserved rows dropped)
 TOKENS = ("encoder.embed_tokens.weight", "led.shared.weight")
@@ -79,12 +85,7 @@ CONFIG_RULES = (  # (config.json entry, its default, ok, why)
 def led_key_map(encoder_layers: int, decoder_layers: int) -> Dict[str, str]:
     """fairseq key -> HF key for every tensor copied as it is (weights and biases); the token
     table and the position tables (``TOKENS``, ``POSITIONS``) are handled apart."""
-    modules = list(TOP_LEVEL)
-    modules += [(f"encoder.layers.{i}.{fs}", f"led.encoder.layers.{i}.{hf}")
-                for i in range(encoder_layers) for fs, hf in ENCODER_LAYER]
-    modules += [(f"decoder.layers.{i}.{fs}", f"led.decoder.layers.{i}.{hf}")
-                for i in range(decoder_layers) for fs, hf in DECODER_LAYER]
-    return {f"{fs}.{part}": f"{hf}.{part}" for fs, hf in modules for part in ("weight", "bias")}
+    return {fs: hf for fs, (hf, _) in table_keys(KEY_TABLE, {"e": encoder_layers, "d": decoder_layers}).items()}
 
 
 @dataclass
@@ -220,30 +221,12 @@ def inspect_led(model) -> LEDLayout:
 def fairseq_to_hf_state(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str, Tensor]:
     """The fairseq LED state dict -> HF tensors (tied copies and the logits bias left to HF).
     Raises ValueError if a fairseq tensor would be left behind."""
-    mapping = led_key_map(layout.encoder_layers, layout.decoder_layers)
-    reserved = layout.padding_idx + 1
-    out = {hf: state[fs] for fs, hf in mapping.items()}
-    out[TOKENS[1]] = state[TOKENS[0]]
-    for fs, hf in POSITIONS:
-        out[hf] = state[fs][reserved:]
-    left = set(state) - set(mapping) - {TOKENS[0], *(fs for fs, _ in POSITIONS), *FAIRSEQ_TIED, *FAIRSEQ_BOOKKEEPING}
-    if left:
-        raise ValueError(f"fairseq tensors with no place in HF's LED: {sorted(left)[:8]}")
+    mapping = {**led_key_map(layout.encoder_layers, layout.decoder_layers), TOKENS[0]: TOKENS[1], **dict(POSITIONS)}
+    out = renamed(state, mapping, "fairseq tensors with no place in HF's LED",
+                  ignored=(*FAIRSEQ_TIED, *FAIRSEQ_BOOKKEEPING))
+    for _, hf in POSITIONS:
+        out[hf] = out[hf][layout.padding_idx + 1:]
     return {k: v.detach().clone().contiguous() for k, v in out.items()}
-
-
-def load_into_hf(hf_model, tensors: Dict[str, Tensor]) -> None:
-    """Fill a freshly built HF LED with the exported ``tensors``; ValueError when they do not fit
-    it (HF writes the tied tables and the zero logits bias itself)."""
-    expected = {k: tuple(v.shape) for k, v in hf_model.state_dict().items()
-                if k not in HF_TIED and k != HF_LOGITS_BIAS}
-    got = {k: tuple(v.shape) for k, v in tensors.items()}
-    if got != expected:
-        wrong = sorted(k for k in set(got) | set(expected) if got.get(k) != expected.get(k))
-        raise ValueError(f"exported tensors do not fit HF's LED: {[(k, got.get(k), expected.get(k)) for k in wrong[:6]]}")
-    missing, unexpected = hf_model.load_state_dict(tensors, strict=False)
-    assert set(missing) == {*HF_TIED, HF_LOGITS_BIAS} and not unexpected, (missing, unexpected)
-    hf_model.final_logits_bias.zero_()
 
 
 def reserved_rows(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str, Tensor]:
@@ -254,25 +237,20 @@ def reserved_rows(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str, Tens
 
 def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
                         reserved: Optional[Dict[str, Tensor]] = None) -> Dict[str, Tensor]:
-    """HF LED tensors -> the fairseq LED state dict (every key of the built model but the version buffers)."""
-    mapping = {hf: fs for fs, hf in led_key_map(layout.encoder_layers, layout.decoder_layers).items()}
-    tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state]
-    known = {*mapping, *tables, *(hf for _, hf in POSITIONS), HF_LOGITS_BIAS}
-    missing = sorted(set(mapping) - set(hf_state)) + [hf for _, hf in POSITIONS if hf not in hf_state]
-    unknown = sorted(set(hf_state) - known)
-    if missing or unknown or not tables:
-        raise ValueError(f"the tensors are not those of an LED with {layout.encoder_layers} + {layout.decoder_layers} "
-                         f"layers: missing {(missing or ([] if tables else [TOKENS[1]]))[:8]}, unexpected {unknown[:8]}")
-    table = hf_state[tables[0]]
-    if any(not torch.equal(hf_state[key], table) for key in tables[1:]):
+    """HF LED tensors -> the fairseq LED state dict (every key of the built model but the version
+    buffers): ``fairseq_to_hf_state``'s table reversed, the tied copies checked equal."""
+    tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state] or [TOKENS[1]]
+    forward = {**led_key_map(layout.encoder_layers, layout.decoder_layers), **dict(POSITIONS)}
+    out = renamed(hf_state, {**{hf: fs for fs, hf in forward.items()}, tables[0]: TOKENS[0]},
+                  f"the tensors are not those of an LED with {layout.encoder_layers} + {layout.decoder_layers} layers",
+                  ignored=(*tables[1:], HF_LOGITS_BIAS))
+    if any(not torch.equal(hf_state[key], out[TOKENS[0]]) for key in tables[1:]):
         raise ValueError(f"{tables} differ: HF ties them to one token table, fairseq's BART has one")
     bias = hf_state.get(HF_LOGITS_BIAS)
     if bias is not None and bool(bias.ne(0).any()):
         raise ValueError(f"{HF_LOGITS_BIAS} is not zero: fairseq's output projection has no bias")
-    out = {fs: hf_state[hf] for hf, fs in mapping.items()}
-    out[TOKENS[0]] = table
     for fs in FAIRSEQ_TIED:
-        out[fs] = table
+        out[fs] = out[TOKENS[0]]
     rows = layout.padding_idx + 1
     for fs, hf in POSITIONS:
         kept = (reserved or {}).get(fs)
@@ -280,4 +258,3 @@ def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
             kept = torch.zeros(rows, layout.width, dtype=hf_state[hf].dtype)  # rows no position id reaches
         out[fs] = torch.cat([kept, hf_state[hf]])
     return {k: v.detach().clone().contiguous() for k, v in out.items()}
-

@@ -12,19 +12,23 @@ from torch import Tensor
 
 from ...models.global_projections import add_missing_global_projections
 from ...tasks.longformer_mlm import batch_pad_multiple
-from ..rules import UNCHECKED, check_shapes, extend_positions, from_hf_windows, rule_problems, shape_of, to_hf_windows
+from ..rules import (
+    UNCHECKED, extend_positions, filled_from, from_hf_windows, renamed, rule_problems, shape_of, table_keys,
+    to_hf_windows,
+)
 from .longformer_heads import HEAD_MODULES, HEAD_TASKS, HeadRef, head_config
 
 logger = logging.getLogger(__name__)
 
-# The key map, one row per module: fairseq module, HF module, weight shape, bias shape (None: no
-# bias), when it applies ("all"; "global": HF Longformer only; "lm": the masked-LM head).
+# The key table, one row per module: fairseq module, HF module, weight shape, bias shape (None: no
+# such tensor), when it applies ("all"; "global": HF Longformer only; "lm": the masked-LM head;
+# "untied": the LM head's own output projection, when not tied to the token embeddings).
 FS_ENCODER = "encoder.sentence_encoder."
-FS_LAYER = FS_ENCODER + "layers.{}."
-HF_LAYER = "{base}.encoder.layer.{}."
+FS_LAYER = FS_ENCODER + "layers.{i}."
+HF_LAYER = "{base}.encoder.layer.{i}."
 _CC, _FC, _CF, _C, _F = ("C", "C"), ("F", "C"), ("C", "F"), ("C",), ("F",)
 
-MODULE_TABLE: Tuple[Tuple[str, str, Tuple[str, ...], Optional[Tuple[str, ...]], str], ...] = (
+MODULE_TABLE: Tuple[Tuple[str, str, Optional[Tuple[str, ...]], Optional[Tuple[str, ...]], str], ...] = (
     (FS_ENCODER + "embed_tokens", "{base}.embeddings.word_embeddings", ("V", "C"), None, "all"),
     (FS_ENCODER + "embed_positions", "{base}.embeddings.position_embeddings", ("P", "C"), None, "all"),
     (FS_ENCODER + "layernorm_embedding", "{base}.embeddings.LayerNorm", _C, _C, "all"),
@@ -41,12 +45,8 @@ MODULE_TABLE: Tuple[Tuple[str, str, Tuple[str, ...], Optional[Tuple[str, ...]], 
     (FS_LAYER + "final_layer_norm", HF_LAYER + "output.LayerNorm", _C, _C, "all"),
     ("encoder.lm_head.dense", "lm_head.dense", _CC, _C, "lm"),
     ("encoder.lm_head.layer_norm", "lm_head.layer_norm", _C, _C, "lm"),
-)
-# Single tensors outside the module pattern, all of the LM head: (fairseq key, HF key, shape,
-# when); "untied": only when the output projection is not tied to the token embeddings.
-TENSOR_TABLE: Tuple[Tuple[str, str, Tuple[str, ...], str], ...] = (
-    ("encoder.lm_head.bias", "lm_head.bias", ("V",), "all"),
-    ("encoder.lm_head.weight", "lm_head.decoder.weight", ("V", "C"), "untied"),
+    ("encoder.lm_head", "lm_head", None, ("V",), "lm"),
+    ("encoder.lm_head", "lm_head.decoder", ("V", "C"), None, "untied"),
 )
 # HF tensors with no fairseq counterpart, handled explicitly (see the module docstring).
 HF_TOKEN_TYPE = "{base}.embeddings.token_type_embeddings.weight"
@@ -56,7 +56,7 @@ HF_IGNORED_BUFFERS = ("{base}.embeddings.position_ids", "{base}.embeddings.token
 FAIRSEQ_TIED_HEAD = "encoder.lm_head.weight"
 FAIRSEQ_TOKENS = FS_ENCODER + "embed_tokens.weight"
 FAIRSEQ_POSITIONS = FS_ENCODER + "embed_positions.weight"
-# The task heads, as MODULE_TABLE: kind, fairseq module ({name}: the head's), HF module, shapes.
+# The task heads, as MODULE_TABLE but with the head kind first ({name}: the head's name).
 HEAD_TABLE: Tuple[Tuple[str, str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
     ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
     ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
@@ -94,38 +94,15 @@ FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
 WEIGHTS_NAME = "model.safetensors"
 
 
-def _module_rows(fs_module: str, hf_module: str, weight, bias) -> List[Tuple[str, str, Tuple[str, ...]]]:
-    rows = [(fs_module + ".weight", hf_module + ".weight", weight)]
-    if bias is not None:
-        rows.append((fs_module + ".bias", hf_module + ".bias", bias))
-    return rows
-
-
 def key_map(num_layers: int, base: str = "longformer", global_projections: bool = True,
             tied: bool = True, head: Optional[HeadRef] = None) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
-    """fairseq key -> (HF key, symbolic shape) for every tensor the map covers, from the tables:
-    the body, then the LM head (``head`` None) or the task head ``head``."""
-    rows: List[Tuple[str, str, Tuple[str, ...]]] = []
-    for fs, hf, weight, bias, when in MODULE_TABLE:
-        if (when == "global" and not global_projections) or (when == "lm" and head is not None):
-            continue
-        for i in range(num_layers) if "{}" in fs else [None]:
-            fs_module = fs.format(i) if i is not None else fs
-            hf_module = hf.format(i, base=base) if i is not None else hf.format(base=base)
-            rows += _module_rows(fs_module, hf_module, weight, bias)
-    if head is None:
-        for fs, hf, shape, when in TENSOR_TABLE:
-            if when == "untied" and tied:
-                continue
-            rows.append((fs, hf, shape))
-    else:
-        for kind, fs, hf, weight, bias in HEAD_TABLE:
-            if kind == head.kind:
-                rows += _module_rows(fs.format(name=head.name), hf, weight, bias)
-    forward = {fs: (hf, shape) for fs, hf, shape in rows}
-    assert len(forward) == len(rows) and len({hf for hf, _ in forward.values()}) == len(rows), \
-        "the key table maps two tensors to one name"
-    return forward
+    """fairseq key -> (HF key, symbolic shape) for every tensor the tables cover: the body, then
+    the LM head (``head`` None) or the task head ``head``."""
+    wanted = {"all", *(["global"] if global_projections else []), *(["lm"] if head is None else []),
+              *(["untied"] if head is None and not tied else [])}
+    rows = [row[:4] for row in MODULE_TABLE if row[4] in wanted]
+    rows += [row[1:] for row in HEAD_TABLE if head is not None and row[0] == head.kind]
+    return table_keys(rows, {"i": num_layers}, base=base, name=head.name if head else "")
 
 
 def reverse_key_map(num_layers: int, base: str = "longformer", global_projections: bool = True,
@@ -207,24 +184,18 @@ def _left_out(key: str, mapping: Mapping, layout: ExportLayout) -> bool:
 
 
 def fairseq_to_hf_state(state: Mapping[str, Tensor], layout: ExportLayout) -> Dict[str, Tensor]:
-    """fairseq state dict -> the tensors of model.safetensors (keys and shapes asserted)."""
+    """fairseq state dict -> the tensors of model.safetensors (keys here, shapes by the caller)."""
     mapping = key_map(layout.num_layers, "longformer", global_projections=True, tied=layout.tied, head=layout.head)
     state = {k: v for k, v in state.items() if not _left_out(k, mapping, layout)}
     if layout.tied and layout.head is None:
         assert torch.equal(state[FAIRSEQ_TIED_HEAD], state[FAIRSEQ_TOKENS]), "tied LM head differs from embeddings"
         state.pop(FAIRSEQ_TIED_HEAD)
-    missing = sorted(set(mapping) - set(state))
-    unmapped = sorted(set(state) - set(mapping))
-    if missing or unmapped:
-        raise ValueError(f"fairseq state dict does not match the key map: missing {missing}, unmapped {unmapped}")
-    dims = layout.dims()
-    check_shapes(state, {fs: shape_of(spec, dims) for fs, (_, spec) in mapping.items()}, "fairseq model")
-    out = {hf: state[fs].detach().to("cpu", torch.float32).contiguous().clone() for fs, (hf, _) in mapping.items()}
+    out = renamed(state, {fs: hf for fs, (hf, _) in mapping.items()}, "fairseq state dict does not match the key map")
+    out = {hf: value.detach().to("cpu", torch.float32).contiguous().clone() for hf, value in out.items()}
     # No fairseq counterpart: one zero row adds nothing to any embedding.
     out[HF_TOKEN_TYPE.format(base="longformer")] = torch.zeros(1, layout.hidden)
     if layout.head is None:  # HF's alias of lm_head.bias (tied in HF): written so every HF version finds it.
         out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
-    assert set(out) == set(layout.hf_shapes()), sorted(set(out) ^ set(layout.hf_shapes()))
     return out
 
 
@@ -251,14 +222,8 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tens
         add_missing_global_projections(new)
     if tied:
         new[FAIRSEQ_TIED_HEAD] = new[FAIRSEQ_TOKENS]
-    for key, value in template.items():
-        if key not in new:
-            assert key.endswith(".version") or key.startswith("encoder.lm_head."), \
-                f"fairseq model has a tensor the map does not fill: {key}"
-            new[key] = value
-    assert set(new) == set(template), sorted(set(new) ^ set(template))
-    check_shapes(new, {k: tuple(v.shape) for k, v in template.items()}, "imported fairseq state")
-    return new
+    return filled_from(new, template, lambda key: key.endswith(".version") or key.startswith("encoder.lm_head."),
+                       "imported fairseq state")
 
 
 # config.json entry -> the HF tensor (base-model prefix "{base}") and dimension that hold the same

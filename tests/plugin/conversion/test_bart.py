@@ -1,4 +1,4 @@
-"""longformer-convert-bart (conversion/from_fairseq.py, spec fairseq_sources.BART): what the LED checkpoint holds, and bad input.
+"""longformer-convert-bart (conversion/fairseq_sources.py, spec BART): what the LED checkpoint holds, and bad input.
 
 The source is a stock fairseq BART (``fairseq-train --arch bart_base --task translation``, 3
 updates; tests/support/led_models.py), in the Hydra-era layout (``cfg``); the older ``args`` layout of

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from fairseq_longformer.cli import export_hf as export_cli
 from fairseq_longformer.conversion.hf_import import import_hf
-from fairseq_longformer.conversion.restore import fresh_training_state
+from fairseq_longformer.conversion.fairseq_checkpoint import fresh_training_state
 from tests.plugin.conversion.test_hf import TOL, _perturbed, max_diff
 from tests.support.finetune_data import LAYERS, TINY_FINETUNE_ARGS, WINDOW
 from tests.support.finetune_data import classification_data, kjv_jsonl, qa_data  # noqa: F401  (fixtures)
