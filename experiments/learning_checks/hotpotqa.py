@@ -5,7 +5,13 @@ the paragraphs, its selection (``longformer-select-paragraphs``), stage two trai
 the controls: stage two on a random selection of as many paragraphs, and on the gold selection
 (the oracle). Three pages from the same runs: stage one's check (gold paragraphs kept against
 a random selection), stage two's check (answer F1 against a random town of its input), and the
-ordering (two stages against one, beside random and gold selection)."""
+ordering (two stages against one, beside random and gold selection).
+
+Stage two learns when its input holds the gold pair (seed 1, 300 updates, load about 5): F1 100 on the
+gold pair by update 100 (control 50); on the gold pair plus three random paragraphs (control 25.6)
+F1 47 at update 300, a plateau near 50 to update 600, which suggests it learns which sentences hold
+the answer's kind of town more than which dweller the brother names. On stage one's selection at the
+same budget (51.5% of gold kept with 5 of 10 paragraphs, chance 50) it scored 24.7 against 19.4."""
 import json
 import random
 from pathlib import Path
