@@ -8,8 +8,9 @@ points on the dev set; evidence is decoded from exactly two paragraphs (Groeneve
 
 The data (``data.py``), a bridge question per record over ``--paragraphs`` paragraphs titled by
 a name, of two sentences each, a KJV clause then a fact: "Where dwelt the brother of Boaz?"; the
-paragraph titled "Boaz" says "Boaz was the brother of Caleb." and the one titled "Caleb" says
-"Caleb dwelt in Hebron."; the other paragraphs name other brothers and other people's towns.
+paragraph titled "Boaz" says "Boaz, who dwelt in Zoar, was the brother of Caleb." and the one titled
+"Caleb" says "Caleb dwelt in Hebron." (Boaz's town is never the answer, so the two gold paragraphs
+hold two towns); the other paragraphs name other brothers and other people's towns.
 Supporting facts: those two fact sentences; the answer: the town.
 
 Rows, each trained from scratch for ``--updates`` updates per seed, scored on every valid

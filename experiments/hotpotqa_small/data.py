@@ -26,17 +26,20 @@ def clause_pools(kjv: Path, seed: int) -> Dict[str, List[str]]:
 
 
 def record(rng: random.Random, clauses: List[str], paragraphs: int, key: str) -> dict:
-    """One bridge question, "Where dwelt the brother of A?": A's paragraph names the brother B, B's
-    paragraph his town. The other paragraphs: half name someone's brother, half someone's town."""
+    """One bridge question, "Where dwelt the brother of A?": A's paragraph names A's own town U and
+    the brother B, B's paragraph B's town T (U != T, so the gold pair holds two towns and the reader
+    must find which one is the brother's). The other paragraphs: half name someone's town and
+    brother, half someone's town."""
     people = rng.sample(PEOPLE, paragraphs)
-    brothers = people[:paragraphs // 2]  # paragraphs "X was the brother of Y."
+    brothers = people[:paragraphs // 2]  # paragraphs "X, who dwelt in U, was the brother of Y."
     dwellers = people[paragraphs // 2:]  # paragraphs "Y dwelt in T."
     asked, bridge = brothers[0], dwellers[0]
     towns = [rng.choice(TOWNS) for _ in dwellers]
+    own_towns = [rng.choice([t for t in TOWNS if t != towns[0]])] + [rng.choice(TOWNS) for _ in brothers[1:]]
     context = []
-    for i, person in enumerate(brothers):
+    for i, (person, own) in enumerate(zip(brothers, own_towns)):
         other = bridge if i == 0 else rng.choice([p for p in PEOPLE if p not in (person, bridge)])
-        context.append([person, [rng.choice(clauses), f" {person} was the brother of {other}."]])
+        context.append([person, [rng.choice(clauses), f" {person}, who dwelt in {own}, was the brother of {other}."]])
     for person, town in zip(dwellers, towns):
         context.append([person, [rng.choice(clauses), f" {person} dwelt in {town}."]])
     rng.shuffle(context)

@@ -9,8 +9,10 @@ import types
 
 import pytest
 
+from longformer_experiments.hotpotqa_small.data import records
 from longformer_experiments.learning_checks import common, coref, extractive_qa, hotpotqa, main, page
 from longformer_experiments.learning_checks.training import LoadSampler, curve
+from longformer_experiments.runner import KJV
 
 LOG = """\
 2026-11-28 | INFO | train_inner | epoch 001:     25 / 50 loss=26.187, num_updates=25
@@ -115,6 +117,17 @@ def test_random_town_f1_is_one_over_the_towns_of_the_context():
     lost = {**record, "context": record["context"][1:]}
     assert hotpotqa.random_town_f1([record]) == 50.0
     assert hotpotqa.random_town_f1([record, lost]) == 25.0  # the lost answer scores 0
+
+
+def test_random_town_f1_counts_the_brothers_own_town_and_is_one_half_on_the_gold_pair():
+    """The brother's own town ("A, who dwelt in U, ...", comma and all) is a town of the input: on
+    the gold paragraphs a random town is right about half the time, not always (a KJV clause may
+    name a third town)."""
+    record = {"answer": "Zoar", "context": [["A", ["x.", " A, who dwelt in Bethel, was the brother of B."]],
+                                           ["B", ["y.", " B dwelt in Zoar."]]]}
+    assert hotpotqa.random_town_f1([record]) == 50.0
+    made = records(KJV, 0, {"valid": 200}, 10)["valid"]
+    assert 45.0 <= hotpotqa.random_town_f1(hotpotqa.kept_only(made, hotpotqa.gold)) <= 50.0
 
 
 def test_string_match_links_mentions_that_share_a_word():
