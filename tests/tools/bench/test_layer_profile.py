@@ -43,7 +43,13 @@ def test_summary_groups_and_gap():
     assert "| `aten::mm` | matrix products | 2 | 60.0% |" in text
 
 
-def test_tiny_run_writes_json_and_page_the_replot_renders_again(tmp_path):
+def _peak(gflops):
+    return lambda *args, **kwargs: {"dtype": "float32", "gflops": gflops, "size": 64, "gflops_all": {}}
+
+
+def test_tiny_run_writes_json_and_page_the_replot_renders_again(tmp_path, monkeypatch):
+    # a peak no tiny layer reaches: the page's content, not this machine's speed, is under test
+    monkeypatch.setattr(layer_profile.matmul_peak, "measure", _peak(1e6))
     out_json, out_md = tmp_path / "p.json", tmp_path / "p.md"
     assert layer_profile.main([*TINY, "--json", str(out_json), "--markdown", str(out_md)]) == 0
     report = json.loads(out_json.read_text())
@@ -54,6 +60,13 @@ def test_tiny_run_writes_json_and_page_the_replot_renders_again(tmp_path):
     out_md.unlink()
     assert layer_profile.main(["--replot", str(out_json), "--markdown", str(out_md)]) == 0
     assert out_md.read_text() == page
+
+
+def test_a_fraction_above_the_peak_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(layer_profile.matmul_peak, "measure", _peak(1e-6))  # a peak measured far too low
+    assert layer_profile.main([*TINY, "--json", str(tmp_path / "p.json"), "--markdown", str(tmp_path / "p.md")]) == 3
+    assert "measurement bug" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
 
 
 def test_fewer_than_five_calls_is_one_line(tmp_path, capsys):
