@@ -213,8 +213,8 @@ def page(report: dict, json_path: str, markdown_path: str) -> str:
     lines.append("")
     if numbers["matmul_rate_gflops"]:
         lines += [f"The matrix products run at {numbers['matmul_rate_gflops']:.1f} GFLOP/s "
-                  f"({numbers['matmul_fraction_of_peak']:.0%} of the peak: the band's chunk products are smaller "
-                  f"than the square ones that set the peak) and compute {numbers['matmul_flops_per_useful']:.2f} "
+                  f"({numbers['matmul_fraction_of_peak']:.0%} of the peak: the band's products have other shapes "
+                  f"than the large square ones that set the peak) and compute {numbers['matmul_flops_per_useful']:.2f} "
                   "FLOPs per useful FLOP (above 1: products over pairs outside the band). With every "
                   f"other operator free, the layer would reach {numbers['fraction_if_only_matmuls']:.0%} of the "
                   "peak: the rest of the gap is the time outside the matrix products in the table.", ""]
