@@ -14,7 +14,7 @@ from longformer_preprocessing.evaluation.coref import conll_f1, score_documents
 
 NAME = "learning_coref"
 CRITERION_F1 = 60.0
-BUDGETS = {"full": {"train": 400, "valid": 20, "mentions": 3, "updates": 1500, "lr": 1e-3, "validate_every": 250,
+BUDGETS = {"full": {"train": 400, "valid": 20, "mentions": 3, "updates": 3000, "lr": 1e-3, "validate_every": 500,
                     "ffnn": 64, "vocab": 1000},
            "tiny": {"train": 4, "valid": 2, "mentions": 2, "updates": 2, "lr": 1e-3, "validate_every": 1, "ffnn": 16,
                     "vocab": 500}}
