@@ -66,11 +66,15 @@ Each entry: the fairseq function replaced; the failure (or missing behaviour) wi
     one thread count from start to end: beside another busy process each parallel region waits
     for the thread that shares a core, and the step slows several times over.
     -> ``training.free_core_threads``, installed by ``training_features.threads_following_free_cores``
+``iterators.BackgroundConsumer.run``
+    a run that stops inside an epoch leaves fairseq's batch-buffer thread (a daemon) alive; when
+    it is inside a torch call at interpreter exit, the process aborts after the run ("terminate
+    called without an active exception", exit status 134).  -> ``exit_threads.buffer_threads_stopped_before_exit``
 
 Besides, a fairseq CLI's uncaught ``UserInputError`` prints one line (``errors``), and every
 checkpoint the project itself reads goes through ``checkpoints.load_checkpoint``.
 """
-from . import input_checks, resume, save_dir, shims, training_failures, training_features
+from . import exit_threads, input_checks, resume, save_dir, shims, training_failures, training_features
 
 
 def apply() -> None:
@@ -91,3 +95,4 @@ def apply() -> None:
     input_checks.inputs_checked_where_fairseq_reads_them()
     training_failures.training_failures_in_one_line()
     shims.quiet_unactionable_warnings()
+    exit_threads.buffer_threads_stopped_before_exit()
