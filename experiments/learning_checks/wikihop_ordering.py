@@ -1,7 +1,9 @@
 """The paper's Table 10 ordering on the WikiHop check's data: global attention with its own
 projections above shared projections above no global attention (3 seeds; a gap inside the seed
 spread is undetermined). The candidates sit beyond the needles' local reach, so without global
-attention the head can only guess: that row is the floor."""
+attention the head can only guess: that row is the floor. Every row trains with the check's
+FROM_SCRATCH flags (``wikihop.train_rows``); under ``--no-global-projections`` the identity start
+sets the shared Q and K."""
 from pathlib import Path
 
 from longformer_experiments.learning_checks import common, wikihop

@@ -7,7 +7,8 @@ model grows its embedding, ``models/vocabulary.py``). Token classes: ``<s>`` cls
 question and candidates by default (``--global-classes question,candidate``, the paper's choice).
 An input longer than ``--max-positions`` is cut into chunks, each the whole question-and-candidate
 prefix followed by the next piece of the supports; the criterion averages each candidate's logit
-(the candidate head at its ``[ent]`` token) over an example's chunks (the paper's chunking). One
+(the candidate head at its ``[ent]`` token, or with ``--score-at-name`` at the candidate's first
+token) over an example's chunks (the paper's chunking). One
 dataset item is one example with all its chunks. Data: ``longformer-prepare-task wikihop``.
 """
 from dataclasses import dataclass, field
@@ -30,14 +31,22 @@ MARKERS = ("[q]", "[/q]", "[ent]", "[/ent]")
 @dataclass
 class LongformerWikiHopConfig(LongformerFinetuneConfig):
     candidate_head_name: str = field(default="wikihop", metadata={"help": "name of the candidate-scoring head"})
+    score_at_name: bool = field(default=False, metadata={
+        "help": "read each candidate's score at its first token instead of its [ent] marker: a global name "
+                "token can find the support's mentions of itself by identity, the [ent] marker (the same "
+                "token for every candidate) must first learn to attend to the name beside it, which a "
+                "model trained from scratch does not learn in a short run (the WikiHop learning check)"})
 
 
 class WikiHopDataset(ExampleDataset):
     """Items: an example's chunks (each (N,) tokens with (N,) token classes), the positions of its
-    candidates' ``[ent]`` tokens (the same in every chunk) and the answer's index."""
+    candidates' ``[ent]`` tokens, or with ``score_at_name`` of their first tokens (the same in every
+    chunk), and the answer's index."""
 
     def __init__(self, questions, candidates, supports, records: List[dict], dictionary: Dictionary,
-                 max_positions: int, global_classes, multiple: int, shuffle: bool, seed: int):
+                 max_positions: int, global_classes, multiple: int, shuffle: bool, seed: int,
+                 score_at_name: bool = False):
+        self.score_at_name = score_at_name
         self.questions, self.candidates, self.supports, self.records = questions, candidates, supports, records
         self.marker = {m: dictionary.index(m) for m in MARKERS}
         counts = np.array([r["candidates"] for r in records], dtype=np.int64)
@@ -55,7 +64,8 @@ class WikiHopDataset(ExampleDataset):
         super().__init__(chunks * prefix + supports.sizes, dictionary, global_classes, multiple, shuffle, seed)
 
     def prefix(self, index: int):
-        """(tokens, classes, [ent] positions) of ``<s> [q] question [/q] ([ent] candidate [/ent])* </s>``."""
+        """(tokens, classes, scored positions) of ``<s> [q] question [/q] ([ent] candidate [/ent])* </s>``:
+        each candidate's ``[ent]``, or its first token with ``score_at_name``."""
         d, m = self.dictionary, self.marker
         pieces = [([d.bos()], CLS), ([m["[q]"], *self.questions[index].tolist(), m["[/q]"]], QUESTION)]
         first, count = int(self.first_candidate[index]), int(self.records[index]["candidates"])
@@ -63,7 +73,7 @@ class WikiHopDataset(ExampleDataset):
         for c in range(first, first + count):
             piece = [m["[ent]"], *self.candidates[c].tolist(), m["[/ent]"]]
             pieces.append((piece, CANDIDATE))
-            starts.append(at)
+            starts.append(at + int(self.score_at_name))
             at += len(piece)
         pieces.append(([d.eos()], 0))
         return (*join_pieces(pieces), starts)
@@ -91,7 +101,7 @@ class WikiHopDataset(ExampleDataset):
                 row += 1
         return self.batch(
             samples, sources, self.net_input(sources, classes),
-            candidate_positions=positions,  # (R, K) [ent] position of each candidate in each chunk
+            candidate_positions=positions,  # (R, K) scored position of each candidate in each chunk
             candidate_valid=valid,  # (B, K) False where an example has fewer than K candidates
             chunk_example=torch.tensor(example),  # (R,) the example each chunk belongs to
             target=torch.tensor([s["target"] for s in samples]))
@@ -109,7 +119,7 @@ class LongformerWikiHopTask(LongformerFinetuneTask):
 
     def build_dataset(self, split, fields, records):
         return WikiHopDataset(fields["question"], fields["candidates"], fields["supports"], records, self.dictionary,
-                              self.cfg.max_positions, **self.batching(split))
+                              self.cfg.max_positions, **self.batching(split), score_at_name=self.cfg.score_at_name)
 
     def add_head(self, model) -> None:
         self.add_span_head(model, self.cfg.candidate_head_name, LongformerCandidateHead)

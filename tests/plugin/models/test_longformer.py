@@ -78,6 +78,39 @@ def test_global_projections_start_as_copies():
             assert not torch.equal(m.q_proj.weight, m.k_proj.weight)
 
 
+def _far_copy_effect(model, task):
+    """How much <s>'s output (a global token) moves when a token far outside its window turns from
+    another token into a copy of <s>, over how much it moves between two other tokens there."""
+    src = tokens(task, 1, 64)
+    mask = torch.zeros_like(src)
+    mask[:, 0] = 1
+    others = [src.clone(), src.clone(), src.clone()]
+    others[0][0, 50] = task.source_dictionary.bos()  # a copy of the global token
+    others[1][0, 50], others[2][0, 50] = 7, 9
+    with torch.no_grad():
+        out = [model(x, features_only=True, global_attention_mask=mask)[0][0, 0] for x in others]
+    return float((out[0] - out[1]).norm() / (out[2] - out[1]).norm())
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_identity_global_init_makes_a_global_token_find_a_far_copy_of_itself(shared):
+    """--global-init identity: Q_g = K_g = a scaled identity (the local Q, K under
+    --no-global-projections), so a from-scratch global token weighs a copy of its own token far
+    above the rest; the default copies of random Q, K weigh it as any other token."""
+    task = DictTask()
+    torch.manual_seed(0)
+    model = build("longformer_base", task, max_positions=64, attention_window="4", global_init="identity",
+                  no_global_projections=shared, **TINY).eval()
+    for m in model.modules():
+        if isinstance(m, LongformerSelfAttention):
+            assert torch.equal(m.q_global_proj.weight, m.k_global_proj.weight)
+            assert (m.q_global_proj is m.q_proj) == shared
+    assert _far_copy_effect(model, task) > 2.5  # 3.7 (seed 0; 3.9 at seed 1)
+    torch.manual_seed(0)
+    default = build("longformer_base", task, max_positions=64, attention_window="4", **TINY).eval()
+    assert _far_copy_effect(default, task) < 1.5  # 1.04 (seed 0; 0.65 at seed 1)
+
+
 @pytest.mark.parametrize("length", [1, 37, 64])
 def test_equals_roberta_when_window_covers_input(length):
     task = DictTask(positions=64)

@@ -86,6 +86,22 @@ def test_input_layout_token_classes_and_default_global_pattern(wikihop_data):
     assert d.index("[/ent]") == len(d) - 1 and d.index("[q]") == d.index("<mask>") + 1
 
 
+def test_score_at_name_reads_each_candidates_first_token(wikihop_data):
+    """--score-at-name: the scored positions are the first token of each candidate's text (right
+    after its [ent]), in every chunk; the input itself is unchanged."""
+    task, _, _ = task_and_model(wikihop_data, "longformer_wikihop")
+    named, _, _ = task_and_model(wikihop_data, "longformer_wikihop", "--score-at-name")
+    at_ent, at_name = task.load_dataset("valid"), named.load_dataset("valid")
+    for index in range(len(at_ent)):
+        ent, name = at_ent[index], at_name[index]
+        assert [p + 1 for p in ent["candidates"]] == name["candidates"]
+        first = at_ent.first_candidate[index]
+        for (tokens, _), (same, _) in zip(ent["chunks"], name["chunks"]):
+            assert torch.equal(tokens, same)
+            assert tokens[name["candidates"]].tolist() == [int(at_ent.candidates[first + k][0])
+                                                           for k in range(len(name["candidates"]))]
+
+
 def test_long_input_is_chunked_and_scores_average_chunks_run_alone(wikihop_data):
     task, model, _ = task_and_model(wikihop_data, "longformer_wikihop")
     dataset = task.load_dataset("valid")
