@@ -107,9 +107,11 @@ class BandLayout:
         self.rows = (self.windows + self.blocks - 1) * c
         self.group = max(1, group_budget(device) // (c * self.width))
 
-    def queries(self, x: Tensor) -> Tensor:
-        """(B, H, M, D) -> (S * nb, c, D), zero padded."""
-        out = x.new_empty(self.batch, self.heads, self.padded, self.head_dim)
+    def queries(self, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
+        """(B, H, M, D) -> (S * nb, c, D), zero padded, into ``out`` (S * nb, c, D) if given."""
+        if out is None:
+            out = x.new_empty(self.batch, self.heads, self.padded, self.head_dim)
+        out = out.view(self.batch, self.heads, self.padded, self.head_dim)
         out[:, :, :self.length] = x
         out[:, :, self.length:] = 0
         return out.view(self.windows, self.chunk, self.head_dim)

@@ -6,7 +6,11 @@ shape touches fresh pages and pays a page fault per 4 KiB. For the attention-dro
 of the PyTorch path (N = 4,096, 12 heads: 28 MiB per layer, written by the forward and read by
 the backward) and their per-pass buffers, that refaulting cost as much as a third of what
 dropout added to a forward and backward on a 2-core machine (measured with the kernel's
-counters: ~15,000 faults per backward with dropout, ~0 without). A GPU has its own caching
+counters: ~15,000 faults per backward with dropout, ~0 without). The band pass's per-group
+buffers (``scratch``/``release``) come from here too: with threads a group's scores are 32 MiB
+(``band_layout.GROUP_SCORES_THREADED``), above glibc's largest mmap threshold, so each of the
+four per call was a fresh mapping (~24,000 faults per forward and backward at N = 4,096, 0 with
+the pool; 7% less CPU time for the layer, measured side by side). A GPU has its own caching
 allocator: buffers on other devices pass straight through.
 
 The pool holds at most ``POOL_BYTES``; a buffer is only ever handed to one caller at a time
@@ -64,3 +68,25 @@ class BufferPool:
 
 
 POOL = BufferPool()
+
+
+def _poolable(like: Tensor) -> bool:
+    """Whether buffers for a pass over ``like`` may come from the pool: plain CPU tensors only.
+    While torch.compile traces, tensors are fake or functional subclasses (and dynamo cannot
+    trace the pool's lock): a pooled real buffer would enter the graph as a constant."""
+    return type(like) is torch.Tensor and like.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def scratch(like: Tensor, shape: Tuple[int, ...]) -> Tensor:
+    """An uninitialised buffer of ``shape`` with ``like``'s dtype and device for one pass, given
+    back with ``release``: from the pool for plain CPU tensors, fresh otherwise."""
+    if _poolable(like):
+        return POOL.take(shape, like.dtype, like.device)
+    return like.new_empty(shape)
+
+
+def release(*buffers: Tensor) -> None:
+    """Give ``scratch`` buffers back; the caller must not use them afterwards."""
+    for buffer in buffers:
+        if buffer is not None and _poolable(buffer):
+            POOL.give(buffer)

@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 
 from .band_layout import BandDropout, BandLayout, exp_and_lse
+from .buffer_pool import release, scratch
 from .dilation_residues import from_residues, residue_global_keys, to_residues
 from .dropout import AttentionDropout, global_rows_keep
 from .global_keys import GlobalKeys
@@ -107,7 +108,7 @@ class _BandAttention(torch.autograd.Function):
         scale2 = scale * _LOG2_E  # base-2 scores
         out = torch.empty_like(q_chunks)
         lse = q.new_empty(layout.windows, layout.chunk, 1)
-        scores = q.new_empty(layout.group, layout.chunk, layout.width)
+        scores = scratch(q, (layout.group, layout.chunk, layout.width))  # pooled: see buffer_pool.py
         for start, end in layout.groups():
             block = scores[:end - start]
             _scores_into(block, *_biases(band, key_bias, slice(start, end)), q_chunks[start:end],
@@ -117,6 +118,7 @@ class _BandAttention(torch.autograd.Function):
                 drop.keep_times(start, end, block, out=block)
                 total.mul_(1.0 - drop.dropout.rate)
             torch.bmm(block, v_windows[start:end], out=out[start:end]).div_(total)
+        release(scores)
         if drop is not None:
             drop.end_pass()
         if global_keys is not None:
@@ -143,7 +145,7 @@ class _BandAttention(torch.autograd.Function):
             if ctx.needs_input_grad[10]:
                 grad_bias = q_chunks.new_empty(layout.windows, layout.chunk, layout.span + 1)
 
-        grad_chunks = layout.queries(grad_out)
+        grad_chunks = layout.queries(grad_out, scratch(q_chunks, q_chunks.shape))
         # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O), O the joint output
         delta = torch.einsum("tcd,tcd->tc", grad_chunks, out).unsqueeze(-1)  # no (T, c, D) temporary
         del out
@@ -151,12 +153,14 @@ class _BandAttention(torch.autograd.Function):
         grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
         grad_k_blocks = grad_k.view(-1, layout.chunk, layout.head_dim)
         grad_v_blocks = grad_v.view(-1, layout.chunk, layout.head_dim)
-        probs = q_chunks.new_empty(layout.group, layout.chunk, layout.width)
-        grad_scores = torch.empty_like(probs)
-        windows = q_chunks.new_empty(layout.group, layout.width, layout.head_dim)
+        # the per-group buffers come from the pool: fresh ones of this size (tens of MiB with
+        # threads) would cost a page fault per 4 KiB on every call (buffer_pool.py)
+        probs = scratch(q_chunks, (layout.group, layout.chunk, layout.width))
+        grad_scores = scratch(q_chunks, (layout.group, layout.chunk, layout.width))
+        windows = scratch(q_chunks, (layout.group, layout.width, layout.head_dim))
         # With dropout, dP and dV see the kept probabilities scaled by 1 / (1 - rate): the scale
         # rides on a group's dO, (T, c, D), not on its (T, c, L) blocks nor on a whole copy of dO.
-        scaled = None if drop is None else torch.empty_like(grad_chunks[:layout.group])
+        scaled = None if drop is None else scratch(q_chunks, (layout.group, layout.chunk, layout.head_dim))
         for start, end in layout.groups():
             count = end - start
             rows = slice(start, end)
@@ -179,12 +183,14 @@ class _BandAttention(torch.autograd.Function):
             torch.bmm(ds, k_windows[rows], out=grad_q[rows])
             torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
             _fold(grad_k_blocks, win, start, layout.blocks)
+        release(probs, grad_scores, windows, scaled)
         if drop is not None:
             drop.end_pass()
             drop.release()
         if global_keys is not None:
             glob = GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
             glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)
+        release(grad_chunks)
         grad_q.mul_(scale)
         grad_k.mul_(scale)
         return (layout.unqueries(grad_q), layout.unkeys(grad_k), layout.unkeys(grad_v),

@@ -50,6 +50,17 @@ def _dropout_run(seed=3):
     return out, (q, k, v), grad_out
 
 
+def _fill_pool_with_garbage() -> None:
+    """Every buffer the pool holds gets random bytes (NaNs and infinities among them)."""
+    taken = []
+    while POOL._free:
+        buffer = POOL._free.pop()
+        buffer.view(torch.uint8).random_(0, 256, generator=torch.Generator().manual_seed(len(taken)))
+        taken.append(buffer)
+    for buffer in taken:
+        POOL.give(buffer)
+
+
 @pytest.mark.parametrize("fused", [False, True], ids=["eager-mask", "fused-mask"])
 def test_pooled_buffers_full_of_garbage_give_the_same_result_as_fresh_ones(fused, monkeypatch):
     monkeypatch.setattr(fused_keep, "ENABLED", fused)
@@ -58,14 +69,7 @@ def test_pooled_buffers_full_of_garbage_give_the_same_result_as_fresh_ones(fused
     fresh = [out.detach()] + list(torch.autograd.grad(out, leaves, grad_out))
     held = POOL.held_bytes()
     assert held > 0  # the hash words and the mask buffers came back after the backward
-    # fill everything the pool holds with garbage, then run again on those buffers
-    taken = []
-    while POOL._free:
-        buffer = POOL._free.pop()
-        buffer.view(torch.uint8).random_(0, 256, generator=torch.Generator().manual_seed(len(taken)))
-        taken.append(buffer)
-    for buffer in taken:
-        POOL.give(buffer)
+    _fill_pool_with_garbage()  # then run again on those buffers
     out, leaves, grad_out = _dropout_run()
     if not fused:  # the forward took the hash words from the pool (the backward returns them)
         assert POOL.held_bytes() < held
@@ -89,3 +93,29 @@ def test_a_second_backward_with_retain_graph_draws_the_same_mask(clear_between, 
     second = torch.autograd.grad(out, leaves, grad_out)
     for a, b in zip(first, second):
         assert torch.equal(a, b)
+
+
+def test_the_band_pass_buffers_come_from_the_pool_and_their_garbage_never_reaches_a_result():
+    """Without dropout too: the per-group score, gradient and window buffers (tens of MiB at
+    N = 4,096 with threads) and the chunked dO are pooled, so a second call refaults nothing;
+    whatever a pooled buffer held before, values and gradients are bitwise those of fresh ones."""
+    gen = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 300, 8, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(3))
+    grad_out = torch.randn(1, 2, 300, 8, generator=gen, dtype=torch.float64)
+    is_global = torch.zeros(1, 300, dtype=torch.bool)
+    is_global[0, [0, 150]] = True
+    masks = AttentionMasks(is_global=is_global)
+
+    def run():
+        out = sliding_chunks_attention(q, k, v, q, k, v, AttentionPattern(16), masks)
+        return [out.detach()] + list(torch.autograd.grad(out, (q, k, v), grad_out))
+
+    POOL.clear()
+    fresh = run()
+    held = POOL.held_bytes()
+    assert held > 0
+    _fill_pool_with_garbage()
+    pooled = run()
+    for a, b in zip(fresh, pooled):
+        assert torch.equal(a, b)
+    assert POOL.held_bytes() == held  # taken and given back, none kept elsewhere
