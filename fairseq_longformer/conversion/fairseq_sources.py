@@ -224,10 +224,9 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
                   dropped_keys=dropped)
     provenance = {"source": str(checkpoint_path), "max_positions": max_positions, "attention_window": list(windows)}
     if source is ROBERTA:
-        result = ConversionResult(**fields, source_layout=layout, roberta_positions=source_positions,
-                                  init_positions=init_positions)
-        provenance.update(source_layout=layout, roberta_positions=source_positions, init_positions=init_positions,
-                          seed=seed)
+        own = dict(source_layout=layout, roberta_positions=source_positions, init_positions=init_positions)
+        result = ConversionResult(**fields, **own)
+        provenance.update(own, seed=seed)
     else:
         result = LEDConversionResult(**fields, bart_positions=source_positions,
                                      decoder_positions=model_state[source.tables[1]].shape[0] - (padding_idx + 1))

@@ -13,7 +13,7 @@ from . import fairseq_checkpoint
 from .families import led as led_family
 from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, inspect_model
 from .families.longformer_heads import (
-    HeadRef, checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
+    checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
     model_heads, refuse_heads_without_hf_class, task_labels,
 )
 from .rules import DICT_COPY, load_into_hf, write_dictionary_copy

@@ -195,7 +195,14 @@ def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_
     if source == "placeholders":
         append_mask = bool(mask_last) if placeholder_mask is None else placeholder_mask
         pieces = unigram_pieces(hf_dir)
-        write_symbols(dict_txt, pieces or [], 4, vocab - append_mask)
+        known, taken = pieces or [], {"<s>", "<pad>", "</s>", "<unk>"}
+        with open(dict_txt, "w", encoding="utf-8") as f:  # HF id k's piece (fairseq id == HF id), or hf:k
+            for index in range(4, vocab - append_mask):  # where it has none or one fairseq cannot take
+                piece = known[index] if index < len(known) else ""
+                if not piece or piece in taken or any(c.isspace() for c in piece):
+                    piece = PLACEHOLDER.format(index)
+                taken.add(piece)
+                f.write(f"{piece} 0\n")
         if pieces is not None:  # a sentencepiece vocabulary (XLM-R, CamemBERT): its pieces, by HF id
             source = "tokenizer.json"
     dictionary = Dictionary.load(str(dict_txt))
@@ -216,24 +223,6 @@ def unigram_pieces(hf_dir: Path) -> Optional[List[str]]:
     if not isinstance(vocab, list) or not all(isinstance(e, list) and e and isinstance(e[0], str) for e in vocab):
         return None
     return [entry[0] for entry in vocab]
-
-
-def write_symbols(path: Path, pieces: List[str], first: int, end: int) -> None:
-    """dict.txt for HF ids ``first`` .. ``end - 1``: each id's piece (fairseq id == HF id), or ``hf:k`` where it
-    has none or it cannot be a fairseq symbol (a special, whitespace, a repeat)."""
-    taken = {"<s>", "<pad>", "</s>", "<unk>"}
-    with open(path, "w", encoding="utf-8") as f:
-        for index in range(first, end):
-            piece = pieces[index] if index < len(pieces) else ""
-            if not piece or piece in taken or any(c.isspace() for c in piece):
-                piece = PLACEHOLDER.format(index)
-            taken.add(piece)
-            f.write(f"{piece} 0\n")
-
-
-def placeholder_warning() -> str:
-    return (f"dict.txt lists placeholders ({PLACEHOLDER.format('k')} for id k): binarize data with the tokenizer "
-            "the model came with (copied to hf_tokenizer/)")
 
 
 def tokenizer_files(hf_dir: Path) -> List[str]:

@@ -29,9 +29,9 @@ from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_train
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
 from .hf_folder import (
     check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
-    placeholder_warning, read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
+    read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
 )
-from .rules import check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
+from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
 
 logger = logging.getLogger(__name__)
 
@@ -320,7 +320,8 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         dictionary, result.dictionary_source = folder_dictionary(
             hf_dir, layout.vocab, None, dict_txt, warnings, placeholder_mask=specials.get("<mask>") == layout.vocab - 1)
         if result.dictionary_source == "placeholders":
-            warnings.append(placeholder_warning())
+            warnings.append(f"dict.txt lists placeholders ({PLACEHOLDER.format('k')} for id k): binarize data with "
+                            "the tokenizer the model came with (copied to hf_tokenizer/)")
         for text in ("<s>", "<pad>", "</s>", "<unk>", "<mask>"):
             if text in specials and text in dictionary.indices and dictionary.index(text) != specials[text]:
                 raise ValueError(f"the tokenizer puts {text} at id {specials[text]}, fairseq's dictionary at "
