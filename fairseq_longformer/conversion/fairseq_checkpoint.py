@@ -1,7 +1,6 @@
-"""fairseq checkpoints on both sides of every conversion: reading one (``load_checkpoint``: the one
-place one is unpickled, with the run's trust), its saved config (``cfg`` or legacy ``args``) read
-and rewritten, and writing one (``write_folder``: model.pt published last, so its presence means
-the folder is complete) at update 0 (``fresh_training_state``), described by ``ConvertedCheckpoint``."""
+"""fairseq checkpoints on both sides of every conversion: read (``load_checkpoint``, the one place one is
+unpickled, with the run's trust), their config (``cfg`` or legacy ``args``) rewritten, written at update 0
+(``write_folder``: model.pt last, so its presence means the folder is complete)."""
 import argparse
 import copy
 import shlex
@@ -28,20 +27,15 @@ def resolve_source(source, checkpoint_file: str = "model.pt", dict_file=None,
                    kind: str = "RoBERTa") -> Tuple[Path, Path]:
     """A folder (``folder/checkpoint_file``) or a checkpoint file; dict.txt next to it by default."""
     path = Path(source)
-    if path.is_dir():
-        checkpoint = path / checkpoint_file
-    elif path.is_file():
-        checkpoint = path
-    else:
+    if not path.exists():
         raise FileNotFoundError(f"--source {str(source)!r}: no such file or folder")
+    checkpoint = path / checkpoint_file if path.is_dir() else path
     if not checkpoint.is_file():
         raise FileNotFoundError(f"--source {str(source)!r}: the folder has no checkpoint {checkpoint_file!r}")
     dictionary = Path(dict_file) if dict_file is not None else checkpoint.parent / "dict.txt"
     if not dictionary.is_file():
-        raise FileNotFoundError(
-            f"dictionary {str(dictionary)!r} not found: a fairseq {kind} folder holds dict.txt next to "
-            "model.pt (or pass --dict)"
-        )
+        raise FileNotFoundError(f"dictionary {str(dictionary)!r} not found: a fairseq {kind} folder holds dict.txt "
+                                "next to model.pt (or pass --dict)")
     return checkpoint, dictionary
 
 
@@ -77,8 +71,7 @@ def load_checkpoint(path: Path, kind: str = "RoBERTa") -> dict:
 
 
 def load_upgraded(path: Path, kind: str) -> dict:
-    """A checkpoint as fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` returns it (cfg as an
-    omegaconf object, old checkpoints upgraded), read through ``load_checkpoint``."""
+    """A checkpoint as fairseq's ``load_checkpoint_to_cpu`` returns it (omegaconf cfg, old ones upgraded)."""
     state = load_checkpoint(path, kind)
     if state.get("cfg") is not None:
         state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
@@ -103,9 +96,7 @@ class DictionaryTask:
 
 def config_get(obj, key, default=None):
     """``key`` of a config section, a Mapping or a Namespace."""
-    if isinstance(obj, Mapping):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
+    return obj.get(key, default) if isinstance(obj, Mapping) else getattr(obj, key, default)
 
 
 def config_set(obj, key, value) -> None:
@@ -116,8 +107,7 @@ def config_set(obj, key, value) -> None:
 
 
 def config_sections(state: Mapping):
-    """(args, cfg) deep copies; exactly one is not None. The model section is ``args`` itself or
-    ``cfg['model']`` (a Namespace for legacy models such as RoBERTa and BART, or a dict)."""
+    """(args, cfg) deep copies, exactly one not None; the model section: ``args`` or ``cfg['model']``."""
     if state.get("cfg") is not None:
         cfg = state["cfg"]
         if OmegaConf.is_config(cfg):
@@ -125,10 +115,9 @@ def config_sections(state: Mapping):
         cfg = copy.deepcopy(dict(cfg))
         if cfg.get("model") is None:
             raise ValueError("the checkpoint's cfg has no 'model' section: cannot write a loadable config")
-        if isinstance(cfg["model"], Mapping):
-            cfg["model"] = dict(cfg["model"])
-        if isinstance(cfg.get("task"), Mapping):
-            cfg["task"] = dict(cfg["task"])
+        for section in ("model", "task"):  # the model's: a Namespace for legacy models (RoBERTa, BART)
+            if isinstance(cfg.get(section), Mapping):
+                cfg[section] = dict(cfg[section])
         return None, cfg
     if state.get("args") is not None:
         return copy.deepcopy(state["args"]), None
@@ -136,8 +125,7 @@ def config_sections(state: Mapping):
 
 
 def check_output(out_dir, checkpoint_path: Path, overwrite: bool) -> Path:
-    """Raise ValueError unless ``out_dir`` can receive a converted checkpoint (run before the
-    source is even read, so a wrong command fails at once)."""
+    """ValueError unless ``out_dir`` can receive a converted checkpoint (checked before the source is read)."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--output {str(out_dir)!r} exists and is not a folder")
@@ -151,20 +139,13 @@ def check_output(out_dir, checkpoint_path: Path, overwrite: bool) -> Path:
     return out_dir
 
 
-def _copier(path: Path) -> Callable:
-    def write(handle):
-        with open(path, "rb") as source:
-            shutil.copyfileobj(source, handle)
-    return write
-
-
 def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> List[str]:
-    """Write ``checkpoint`` as out_dir/model.pt with dict.txt and the tokenizer files found in
-    ``source_folder``; model.pt is published last, so its presence means the folder is complete."""
-    files: Dict[str, Callable] = {"dict.txt": _copier(dict_path)}
+    """out_dir/model.pt (published last) with dict.txt and the tokenizer files found in ``source_folder``."""
+    def copier(path: Path) -> Callable:
+        return lambda handle: handle.write(path.read_bytes())
+
     copied = [name for name in TOKENIZER_FILES if (source_folder / name).is_file()]
-    for name in copied:
-        files[name] = _copier(source_folder / name)
+    files: Dict[str, Callable] = {"dict.txt": copier(dict_path), **{name: copier(source_folder / name) for name in copied}}
     files[MARKER] = lambda f: f.write(b"written by fairseq-longformer: --overwrite may replace model.pt here\n")
     files["model.pt"] = lambda f: torch.save(checkpoint, f)
 
@@ -184,11 +165,8 @@ def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder
 
 def fresh_training_state(extra: Optional[Dict[str, object]] = None,
                          criterion_name: str = "LongformerMLMLoss") -> Dict[str, object]:
-    """The training-state entries of a fairseq checkpoint at update 0 with no optimizer state:
-    ``fairseq-train --restore-file`` then builds its own optimizer (no --reset-* flag is needed)
-    and starts the data at epoch 1. ``extra``: more entries of ``extra_state`` (provenance).
-    ``criterion_name``: the class fairseq records (informational: with no optimizer state saved,
-    fairseq compares it with nothing)."""
+    """A checkpoint's training state at update 0 without optimizer state (``--restore-file`` builds its own,
+    no --reset-* needed; the data starts at epoch 1); ``extra``: more ``extra_state`` entries (provenance)."""
     return {
         "optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
                                "lr_scheduler_state": {"best": None}, "num_updates": 0}],
@@ -200,8 +178,7 @@ def fresh_training_state(extra: Optional[Dict[str, object]] = None,
 
 @dataclass
 class ConvertedCheckpoint:
-    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training command needs.
-    model_dims: encoder_layers, encoder_embed_dim, encoder_ffn_embed_dim, encoder_attention_heads."""
+    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training command needs."""
 
     checkpoint: Path
     dictionary: Path
@@ -214,8 +191,7 @@ class ConvertedCheckpoint:
     dropped_keys: List[str] = field(default_factory=list)  # classification-head keys left out
 
     def train_flags(self) -> List[str]:
-        """fairseq-train flags that build a model this checkpoint loads into: architecture, task
-        and criterion, the model's sizes, the batch padding multiple and --restore-file."""
+        """fairseq-train flags building a model this checkpoint loads into, with --restore-file."""
         d = self.model_dims
         return [
             "--arch", self.arch, "--task", "longformer_mlm", "--criterion", "longformer_mlm",
@@ -230,5 +206,4 @@ class ConvertedCheckpoint:
 
 
 def continue_command(flags: Sequence[str]) -> str:
-    """The command line that continues training from a converted checkpoint."""
     return "longformer-train DATA " + " ".join(shlex.quote(str(f)) for f in flags)

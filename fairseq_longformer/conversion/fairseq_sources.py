@@ -1,8 +1,7 @@
-"""fairseq -> fairseq conversion: ONE driver (``convert_checkpoint``) and a declarative spec per source
-family (``ROBERTA`` -> Longformer, the released 2019 key layout read too; ``BART`` -> LED, the
-encoder's positions tiled whole, the decoder untouched): state checked, positions extended, global
-Q/K/V copied from Q, K, V, heads dropped, config rewritten, training state reset; all in memory
-before anything is written."""
+"""fairseq -> fairseq conversion: ONE driver (``convert_checkpoint``) walking a declarative spec per
+source family (``ROBERTA`` -> Longformer, the 2019 key layout read too; ``BART`` -> LED, the encoder's
+positions tiled whole): state checked, positions extended, global Q/K/V copied from Q, K, V, heads
+dropped, config rewritten, training state reset, all in memory before anything is written."""
 import argparse
 import logging
 import re
@@ -63,16 +62,13 @@ class LEDConversionResult(ConvertedCheckpoint):
                         "--max-target-positions", str(self.decoder_positions)]
 
     def train_flags(self) -> List[str]:
-        """fairseq-train flags for fine-tuning on document -> summary pairs (fairseq's translation
-        task), starting from this checkpoint."""
+        """fairseq-train flags for document -> summary fine-tuning (fairseq's translation task)."""
         return self.model_flags() + ["--task", "translation", "--criterion", "label_smoothed_cross_entropy",
                                      "--restore-file", str(self.checkpoint)]
 
     def generate_flags(self) -> List[str]:
-        """fairseq-generate flags: the task's source limit raised to the encoder's (fairseq filters
-        by the smaller of the task's and the model's), and ``--required-batch-size-multiple 1``
-        (fairseq-fixed 0.12.3.1 drops a last batch that is not a multiple of it; compat.py gives
-        it back, stock fairseq-generate needs the flag)."""
+        """fairseq-generate flags: the task's source limit raised to the encoder's (fairseq filters by the
+        smaller), and --required-batch-size-multiple 1 (stock fairseq-generate drops a short last batch)."""
         return ["--task", "translation", "--path", str(self.checkpoint),
                 "--max-source-positions", str(self.max_positions),
                 "--max-target-positions", str(self.decoder_positions), "--required-batch-size-multiple", "1"]
@@ -80,15 +76,14 @@ class LEDConversionResult(ConvertedCheckpoint):
 
 @dataclass(frozen=True)
 class SourceFamily:
-    """A source family as the driver walks it. ``stacks``: (name, key prefix, layer modules) per
-    layer stack, the encoder first; ``tables``: the position tables (the encoder's first, the one
-    extended); the callables are the family's few own steps."""
+    """A source family as the driver walks it: ``stacks`` (name, key prefix, layer modules), the encoder
+    first; ``tables``: the position tables, the extended one first; the callables: the family's own steps."""
 
     kind: str
     target: str
     task: str  # the source's task, which appends <mask>
     stacks: Tuple[Tuple[str, str, Tuple[str, ...]], ...]
-    top_keys: Tuple[str, ...]  # required outside the layers (prefixes included)
+    top_keys: Tuple[str, ...]  # required outside the layers
     tables: Tuple[str, ...]
     vocab_keys: Tuple[str, ...]
     mask_optional: bool  # whether the <mask> row may be absent (a fine-tuned BART)
@@ -97,35 +92,22 @@ class SourceFamily:
     default_arch: str
     criterion: str
     provenance_key: str
-    result: type
     read: Callable  # state dict -> (state dict in the current layout, "new" | "old")
     refuse: Callable  # (state dict, path): a ValueError for a checkpoint of another family
     check_positions: Callable  # (max_positions, source positions)
     rewrite_config: Callable  # (args, cfg, windows, max_positions): the family's own config entries
     spelled: Callable = lambda key, layout: key  # a current-layout key as the source spells it
 
-    @property
-    def positions_key(self) -> str:
-        return self.tables[0]
-
-    def tokens_key(self, stack: int = 0) -> str:
-        return self.stacks[stack][1] + "embed_tokens.weight"
-
-
-def count_layers(model_state: Mapping, prefix: str) -> int:
-    """Number of ``{prefix}layers.N.`` layers in the state dict (0 if none)."""
-    pattern = re.compile(re.escape(prefix) + r"layers\.(\d+)\.")
-    indices = {int(m.group(1)) for k in model_state for m in [pattern.match(k)] if m}
-    return max(indices) + 1 if indices else 0
-
 
 def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_section, path) -> Tuple[int, ...]:
-    """Raise ValueError naming every missing key (and a position table of the wrong shape);
-    return the layers of each stack."""
+    """The layers of each stack; ValueError naming every missing key (and a position table of the wrong shape)."""
     source.refuse(model_state, path)
-    layers = tuple(count_layers(model_state, prefix) for _, prefix, _ in source.stacks)
+    layers = []
+    for _, prefix, _ in source.stacks:
+        pattern = re.compile(re.escape(prefix) + r"layers\.(\d+)\.")
+        layers.append(max({int(m.group(1)) + 1 for k in model_state for m in [pattern.match(k)] if m}, default=0))
     if len(layers) == 1:  # an encoder alone: layers missing from the end are named too
-        layers = (max(layers[0], config_get(model_section, "encoder_layers") or 0, 1),)
+        layers = [max(layers[0], config_get(model_section, "encoder_layers") or 0, 1)]
     elif not all(layers):
         raise ValueError(f"{str(path)!r} is not a {source.kind} checkpoint: it has {layers[0]} encoder and "
                          f"{layers[1]} decoder layers (encoder.layers.N.*, decoder.layers.N.*)")
@@ -138,32 +120,26 @@ def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_s
         what = ("fairseq masked LM with learned positions" if len(layers) == 1 else
                 "fairseq encoder-decoder with learned positions and separate q/k/v projections")
         raise ValueError(f"{str(path)!r} is not a {source.kind} checkpoint ({what}): missing keys {shown}")
-    width = model_state[source.tokens_key()].shape[1]
+    width = model_state[source.stacks[0][1] + "embed_tokens.weight"].shape[1]
     for key in source.tables:
         table = model_state[key]
         if table.dim() != 2 or table.shape[1] != width or table.shape[0] < 3:
             raise ValueError(f"{source.spelled(key, layout)} has shape {tuple(table.shape)}: expected "
                              f"(positions + 2, {width}), fairseq's learned positions with their 2 reserved rows")
-    return layers
+    return tuple(layers)
 
 
-def expected_vocab_rows(dict_path: Path) -> Tuple[int, int, int]:
-    """(rows with <mask>, symbols read from dict.txt, padding index): fairseq's 4 specials, the
-    file's symbols, and the ``<mask>`` the masked_lm and denoising tasks append unless present."""
+def check_vocabulary(model_state: Mapping, dict_path: Path, source: SourceFamily, layout: str) -> int:
+    """The padding index; ValueError when dict.txt (4 specials, its lines, the <mask> the source's task
+    appends unless present) does not match the embeddings."""
     from fairseq.data import Dictionary
 
     try:
         dictionary = Dictionary.load(str(dict_path))
     except Exception as error:
         raise ValueError(f"dictionary {str(dict_path)!r} is not a fairseq dict.txt: {error}") from error
-    symbols = len(dictionary)
-    return symbols + (0 if "<mask>" in dictionary.indices else 1), symbols, dictionary.pad()
-
-
-def check_vocabulary(model_state: Mapping, dict_path: Path, source: SourceFamily, layout: str) -> int:
-    """Raise ValueError when dict.txt does not match the embeddings of the vocabulary keys; return
-    the padding index."""
-    with_mask, symbols, pad = expected_vocab_rows(dict_path)
+    symbols, pad = len(dictionary), dictionary.pad()
+    with_mask = symbols + (0 if "<mask>" in dictionary.indices else 1)
     for key in source.vocab_keys:
         have = model_state[key].shape[0]
         if have == with_mask or (source.mask_optional and have == symbols):
@@ -192,8 +168,7 @@ def parse_windows(attention_window, layers: int) -> Tuple[int, ...]:
 
 
 def stack_dims(model_section, model_state: Mapping, stack: str, prefix: str, layers: int) -> Dict[str, int]:
-    """``{stack}_layers`` / ``_embed_dim`` / ``_ffn_embed_dim`` from the state dict (authoritative)
-    and ``_attention_heads`` from the config, checked to divide the width."""
+    """A stack's sizes from the state dict (authoritative), its heads from the config, checked to divide the width."""
     width = int(model_state[prefix + "embed_tokens.weight"].shape[1])
     heads = config_get(model_section, f"{stack}_attention_heads")
     if heads is None:
@@ -208,10 +183,8 @@ def stack_dims(model_section, model_state: Mapping, stack: str, prefix: str, lay
 def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions: int, attention_window,
                        init_positions: str = "copy", checkpoint_file: str = "model.pt", dict_file=None,
                        seed: int = 1, overwrite: bool = False):
-    """Convert the fairseq checkpoint of family ``source`` into a target checkpoint folder (model.pt +
-    dict.txt). source_dir: a folder holding ``checkpoint_file`` and dict.txt, or a checkpoint file
-    (dict.txt next to it unless ``dict_file``). attention_window: one-sided w, one value or one per
-    (encoder) layer. Raises FileNotFoundError / ValueError, with nothing written, on bad input."""
+    """A checkpoint of family ``source`` (a folder holding ``checkpoint_file`` and dict.txt, or a file) ->
+    a target checkpoint folder (model.pt + dict.txt); FileNotFoundError / ValueError, nothing written, on bad input."""
     if init_positions not in ("copy", "random"):
         raise ValueError(f"--init-positions must be 'copy' or 'random', got {init_positions!r}")
     if not isinstance(max_positions, int) or isinstance(max_positions, bool) or max_positions < 1:
@@ -225,7 +198,8 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
     model_section = args if args is not None else cfg["model"]
     layers = check_state(source, model_state, layout, model_section, checkpoint_path)
     padding_idx = check_vocabulary(model_state, dict_path, source, layout)
-    source_positions = model_state[source.positions_key].shape[0] - (padding_idx + 1)
+    positions_key = source.tables[0]
+    source_positions = model_state[positions_key].shape[0] - (padding_idx + 1)
     source.check_positions(max_positions, source_positions)
     windows = parse_windows(attention_window, layers[0])
     dims = {name: value for (stack, prefix, _), count in zip(source.stacks, layers)
@@ -235,9 +209,8 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
     # the new state: heads dropped, positions extended, global projections copied from Q, K, V
     dropped = [key for key in model_state if key.startswith(source.dropped_prefixes)]
     new_state: Dict[str, Tensor] = {k: v for k, v in model_state.items() if k not in dropped}
-    new_state[source.positions_key] = extend_positions(
-        model_state[source.positions_key], max_positions, padding_idx=padding_idx, init=init_positions,
-        generator=torch.Generator().manual_seed(seed))
+    new_state[positions_key] = extend_positions(model_state[positions_key], max_positions, padding_idx=padding_idx,
+                                                init=init_positions, generator=torch.Generator().manual_seed(seed))
     add_missing_global_projections(new_state, prefix=source.stacks[0][1] + "layers.")
 
     # the config (config_sections' copy): architecture, sizes, one undilated window per layer, positions
@@ -246,28 +219,27 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
                        ("attention_impl", "auto"), ("max_source_positions", max_positions)):
         config_set(model_section, key, value)
     source.rewrite_config(args, cfg, windows, max_positions)
+    fields = dict(checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", arch=arch,
+                  attention_window=windows, max_positions=max_positions, model_dims=dims, source=checkpoint_path,
+                  dropped_keys=dropped)
     provenance = {"source": str(checkpoint_path), "max_positions": max_positions, "attention_window": list(windows)}
-    if source.result is ConversionResult:
-        provenance.update(source_layout=layout, roberta_positions=source_positions, init_positions=init_positions,
-                          seed=seed)
+    if source is ROBERTA:
+        own = dict(source_layout=layout, roberta_positions=source_positions, init_positions=init_positions)
+        result = ConversionResult(**fields, **own)
+        provenance.update(own, seed=seed)
     else:
+        result = LEDConversionResult(**fields, bart_positions=source_positions,
+                                     decoder_positions=model_state[source.tables[1]].shape[0] - (padding_idx + 1))
         provenance.update(bart_positions=source_positions)
     output = {"args": args, "cfg": cfg, "model": new_state,
               **fresh_training_state({source.provenance_key: provenance}, criterion_name=source.criterion)}
-    copied = write_folder(out_dir, output, dict_path, checkpoint_path.parent)
+    result.copied_files = write_folder(out_dir, output, dict_path, checkpoint_path.parent)
     if dropped:
         logger.warning(f"dropped {len(dropped)} classification-head keys (the {source.target} has no heads): "
                        f"{dropped[:4]}")
     logger.info(f"converted {checkpoint_path} ({source_positions} positions) -> {out_dir / 'model.pt'} "
                 f"({max_positions} positions, init {init_positions}, window {windows})")
-    fields = dict(checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", arch=arch,
-                  attention_window=windows, max_positions=max_positions, model_dims=dims, source=checkpoint_path,
-                  copied_files=copied, dropped_keys=dropped)
-    if source.result is ConversionResult:
-        return ConversionResult(**fields, source_layout=layout, roberta_positions=source_positions,
-                                init_positions=init_positions)
-    decoder_positions = model_state[source.tables[1]].shape[0] - (padding_idx + 1)
-    return LEDConversionResult(**fields, decoder_positions=decoder_positions, bart_positions=source_positions)
+    return result
 
 
 # --- RoBERTa -> Longformer ---------------------------------------------------------------------
@@ -275,9 +247,8 @@ ENCODER, OLD_ENCODER = "encoder.sentence_encoder.", "decoder.sentence_encoder."
 
 
 def read_roberta(model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
-    """(state dict in the current layout, 'new' or 'old'): fairseq's load-time upgrades done
-    explicitly (``decoder.`` -> ``encoder.``, ``emb_layer_norm`` -> ``layernorm_embedding``, a
-    fused ``in_proj_*`` (rows [q; k; v]) split into q_proj, k_proj, v_proj)."""
+    """(state dict in the current layout, 'new' or 'old'): fairseq's load-time upgrades done explicitly
+    (``decoder.`` -> ``encoder.``, ``emb_layer_norm`` -> ``layernorm_embedding``, fused ``in_proj_*`` split)."""
     has_new = any(k.startswith(ENCODER) for k in model_state)
     has_old = any(k.startswith(OLD_ENCODER) for k in model_state)
     if has_new and has_old:
@@ -289,7 +260,7 @@ def read_roberta(model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
             key = "encoder." + key[len("decoder."):]
         out[key.replace(".emb_layer_norm.", ".layernorm_embedding.")] = value
     for key in [k for k in out if re.search(r"\.self_attn\.in_proj_(weight|bias)$", k)]:
-        fused = out.pop(key)
+        fused = out.pop(key)  # rows [q; k; v]
         base, kind = key.rsplit(".in_proj_", 1)
         if fused.shape[0] % 3:
             raise ValueError(f"{key}: fused projection of {fused.shape[0]} rows is not 3 x embed_dim")
@@ -339,7 +310,7 @@ ROBERTA = SourceFamily(
     mask_optional=False,  # the masked_lm task always appends <mask>
     dropped_prefixes=("classification_heads.", "encoder.classification_heads."),
     archs={}, default_arch="longformer_base", criterion="LongformerMLMLoss", provenance_key="longformer_conversion",
-    result=ConversionResult, read=read_roberta, refuse=lambda state, path: None,
+    read=read_roberta, refuse=lambda state, path: None,
     check_positions=lambda max_positions, source_positions: check_extendable(source_positions, max_positions),
     rewrite_config=rewrite_longformer_config, spelled=spelled_roberta,
 )
@@ -381,7 +352,7 @@ BART = SourceFamily(
     mask_optional=True,  # a pretrained BART has the <mask> row, a fine-tuned one may not
     dropped_prefixes=("classification_heads.",),
     archs={"bart_large": "led_large", "mbart_large": "led_large"}, default_arch="led_base",
-    criterion=LED_CRITERION, provenance_key="led_conversion", result=LEDConversionResult,
+    criterion=LED_CRITERION, provenance_key="led_conversion",
     read=lambda model_state: (model_state, "new"), refuse=refuse_non_bart, check_positions=check_bart_positions,
     rewrite_config=rewrite_led_config,
 )
@@ -392,9 +363,8 @@ DEFAULT_WINDOW = "512"
 def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, attention_window="256",
                                init_positions: str = "copy", checkpoint_file: str = "model.pt",
                                dict_file=None, seed: int = 1, overwrite: bool = False) -> ConversionResult:
-    """A fairseq RoBERTa checkpoint -> a Longformer checkpoint folder: positions extended to
-    ``max_positions`` (``init_positions`` copy or random, ``seed``), windows ``attention_window``
-    (one-sided, one value or one per layer, "256" or "64,64,128,...")."""
+    """A fairseq RoBERTa checkpoint -> a Longformer checkpoint folder: positions extended (copied or random,
+    ``seed``), windows ``attention_window`` (one-sided, one value or one per layer: "256", "64,64,128,...")."""
     return convert_checkpoint(ROBERTA, source, out_dir, max_positions, attention_window, init_positions,
                               checkpoint_file, dict_file, seed, overwrite)
 
@@ -402,15 +372,13 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
 def convert_bart_checkpoint(source, out_dir, max_positions: int = DEFAULT_MAX_POSITIONS,
                             attention_window=DEFAULT_WINDOW, checkpoint_file: str = "model.pt",
                             dict_file=None, overwrite: bool = False) -> LEDConversionResult:
-    """A fairseq BART checkpoint -> an LED checkpoint folder: the encoder's positions tiled to
-    ``max_positions`` (a multiple of BART's), windows ``attention_window`` (one-sided, one value or
-    one per encoder layer, "512" or "256,512,...")."""
+    """A fairseq BART checkpoint -> an LED checkpoint folder: the encoder's positions tiled to ``max_positions``
+    (a multiple of BART's), windows ``attention_window`` (one-sided, one value or one per encoder layer)."""
     return convert_checkpoint(BART, source, out_dir, max_positions, attention_window, "copy", checkpoint_file,
                               dict_file, 1, overwrite)
 
 
 def generate_command(result: LEDConversionResult) -> str:
-    """The fairseq-generate command line for a converted (then fine-tuned) LED; --user-dir is the
-    installed plugin's folder, so it works from any directory."""
+    """The fairseq-generate command line for a converted LED, --user-dir the installed plugin's folder."""
     plugin = Path(__file__).resolve().parent.parent
     return "fairseq-generate DATA " + shlex.join(["--user-dir", str(plugin)] + result.generate_flags())

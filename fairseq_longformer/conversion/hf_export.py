@@ -1,6 +1,5 @@
 """``longformer-export-hf``: a fairseq checkpoint -> a HF folder ``from_pretrained`` loads offline
-(Longformer with its head, or LED), every check run on the built model before the folder is
-staged and renamed into place."""
+(Longformer with its head, or LED), every check run on the built model before the folder is staged."""
 import logging
 import os
 import shutil
@@ -12,13 +11,12 @@ from typing import Callable, Dict, List, Optional
 from longformer_common.atomic import check_output_dir, staged_folder
 from . import fairseq_checkpoint
 from .families import led as led_family
-from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, fairseq_to_hf_state, hf_config_dict
-from .families.longformer_checks import inspect_model
+from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, inspect_model
 from .families.longformer_heads import (
-    HeadRef, checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
+    checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
     model_heads, refuse_heads_without_hf_class, task_labels,
 )
-from .rules import DICT_COPY, check_shapes, load_into_hf, write_dictionary_copy
+from .rules import DICT_COPY, load_into_hf, write_dictionary_copy
 from .tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -32,75 +30,58 @@ class ExportResult:
     warnings: List[str] = field(default_factory=list)
 
 
-def _hf_imports():
+def _transformers():
     try:
+        import safetensors.torch  # noqa: F401
         import transformers
-        from safetensors.torch import save_file
     except ImportError as error:
         raise ImportError(f"export needs transformers and safetensors (pip install 'fairseq-longformer[hf]'): "
                           f"{error}") from error
-    return transformers, save_file
+    return transformers
 
 
-def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:
-    """The output folder and the tokenizer flags, checked before the slow checkpoint load."""
-    check_output_dir(out_dir, overwrite)
-    if tokenizer is not None:
-        tokenizer.kind  # noqa: B018  (validates the tokenizer flags)
-
-
-def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None], dictionary,
-                  tokenizer: Optional[TokenizerFiles], max_length: int) -> Path:
-    """The folder every family's export writes: the family's model files (``write_model(tmp)``),
-    the dictionary copy and the tokenizer. The tokenizer is built before anything is written."""
+def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None], dictionary, config, what: str,
+                  tokenizer: Optional[TokenizerFiles], max_length: int, warnings: List[str]) -> ExportResult:
+    """Every family's folder: its model files (``write_model(tmp)``), the dictionary copy and the
+    tokenizer, built before anything is written."""
     hf_tokenizer, extra_files = build_tokenizer(tokenizer or TokenizerFiles(), dictionary, max_length)
+    for warning in warnings:
+        logger.warning(warning)
     with staged_folder(out_dir, overwrite) as tmp:
         write_model(tmp)
         write_dictionary_copy(dictionary, tmp / DICT_COPY)
         if hf_tokenizer is not None:
             save_tokenizer(tmp, hf_tokenizer, extra_files)
-    return Path(out_dir).absolute()
-
-
-def _longformer_export(model, dictionary, head: Optional[HeadRef], labels: Optional[List[str]]):
-    """(layout, HF config dict, HF tensors) of a built fairseq Longformer with ``head`` (None: its
-    LM head), every check run on the way."""
-    layout = inspect_model(model, dictionary, head)
-    config = hf_config_dict(layout, dictionary, labels)
-    tensors = fairseq_to_hf_state(model.state_dict(), layout)
-    check_shapes(tensors, layout.hf_shapes(), "exported tensors")
-    return layout, config, tensors
+    out_dir = Path(out_dir).absolute()
+    logger.info(f"exported {what} (one-sided windows -> HF attention_window {config['attention_window']}) as "
+                f"{config['architectures'][0]} to {out_dir}")
+    return ExportResult(out_dir, config, tokenizer.kind if tokenizer else None, warnings)
 
 
 def to_hf_masked_lm(model, dictionary):
-    """A built fairseq Longformer masked LM (with its task's dictionary, <mask> included) as an
-    in-memory ``transformers.LongformerForMaskedLM`` holding the same weights: what
-    ``export_model`` writes (config, key map, checks, dropout rates), loaded without a folder.
-    The HF model is in training mode, as a freshly built one is."""
-    transformers, _ = _hf_imports()
-    layout, config, tensors = _longformer_export(model, dictionary, None, None)
-    hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**config))
-    # tied, the decoder weight is the word embeddings' parameter (loaded under that name); the
-    # position and token-type id buffers are HF's own
+    """A built fairseq Longformer masked LM (its task's dictionary, <mask> included) as an in-memory
+    ``transformers.LongformerForMaskedLM`` with the same weights (what ``export_model`` writes), in training mode."""
+    transformers = _transformers()
+    layout = inspect_model(model, dictionary)
+    hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**layout.hf_config(dictionary)))
+    # tied, the decoder weight is the word embeddings' parameter; the id buffers are HF's own
     owned = {k.format(base="longformer") for k in HF_IGNORED_BUFFERS} | ({HF_DECODER_WEIGHT} if layout.tied else set())
-    load_into_hf(hf_model, tensors, owned, "LongformerForMaskedLM")
+    load_into_hf(hf_model, layout.hf_state(model.state_dict()), owned, "LongformerForMaskedLM")
     return hf_model
 
 
 def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None, overwrite: bool = False,
                  head_name: Optional[str] = None, labels: Optional[List[str]] = None) -> ExportResult:
-    """Write a built fairseq Longformer (with the task's dictionary, <mask> included) as a Hugging
-    Face folder: its task head ``head_name`` (default: its only head) as the HF class for that head,
-    a model without heads as LongformerForMaskedLM. ``labels``: a classification head's class names
-    in class order. All checks run before anything is written."""
-    transformers, _ = _hf_imports()
+    """A built fairseq Longformer (the task's dictionary, <mask> included) -> HF folder: head ``head_name``
+    (default: its only one) as that head's HF class, no head as LongformerForMaskedLM; ``labels``: class names."""
+    transformers = _transformers()
     head = choose_head(model_heads(model), head_name, "the model")
     if head is not None:
         refuse_heads_without_hf_class(head, head_module(model, head).state_dict())
-    layout, config, tensors = _longformer_export(model, dictionary, head, labels)
+    layout = inspect_model(model, dictionary, head)
+    config = layout.hf_config(dictionary, labels)
+    tensors = layout.hf_state(model.state_dict())
     hf_config = transformers.LongformerConfig(**config)
-    for warning in layout.warnings:
-        logger.warning(warning)
 
     def write_model(tmp: Path) -> None:
         import safetensors.torch  # looked up at call time, so a test can make the disk fail
@@ -108,10 +89,14 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
         hf_config.save_pretrained(str(tmp))
         safetensors.torch.save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
 
-    out_dir = _write_folder(out_dir, overwrite, write_model, dictionary, tokenizer, layout.max_positions)
-    logger.info(f"exported {layout.num_layers} layers, windows (one-sided) {list(layout.windows)} -> HF "
-                f"attention_window {config['attention_window']}, as {config['architectures'][0]}, to {out_dir}")
-    return ExportResult(out_dir, config, tokenizer.kind if tokenizer else None, layout.warnings)
+    return _write_folder(out_dir, overwrite, write_model, dictionary, config, f"{layout.num_layers} layers", tokenizer,
+                         layout.max_positions, layout.warnings)
+
+
+def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:
+    check_output_dir(out_dir, overwrite)
+    if tokenizer is not None:
+        tokenizer.kind  # noqa: B018  (validates the tokenizer flags before the slow load)
 
 
 def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
@@ -124,11 +109,9 @@ def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
 
 def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None,
                             encoder_only: bool = False, state: Optional[dict] = None):
-    """(model, task, head) from a fairseq Longformer checkpoint (``state``: it, read already)
-    through fairseq's own builders and upgrades; the model holds exactly the head ``head_name``
-    (else the only one; None with ``encoder_only``) with the checkpoint's weights. The task's
-    dictionaries: ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its
-    --data folder."""
+    """(model, task, head) from a fairseq Longformer checkpoint (``state``: it, read already) through fairseq's
+    builders and upgrades, holding exactly head ``head_name`` (else the only one; None with ``encoder_only``).
+    The dictionaries: ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data."""
     import fairseq_longformer  # noqa: F401  (registers the model and task)
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import overwrite_args_by_name
@@ -164,8 +147,7 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
 
 
 def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
-    """(built fairseq LED in eval mode, its dictionary) from a checkpoint (``state``: it, read already)
-    through fairseq's own upgrades."""
+    """(built fairseq LED in eval mode, its dictionary) from a checkpoint (``state``: it, read already)."""
     import fairseq_longformer  # noqa: F401  (registers the model)
     from fairseq.data import Dictionary
 
@@ -182,62 +164,59 @@ def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
     if not str(arch).startswith("led"):
         raise ValueError(f"{str(checkpoint)!r} is not an LED checkpoint (arch {arch!r})")
     dictionary = Dictionary.load(str(dict_file))
-    rows = state["model"]["encoder.embed_tokens.weight"].shape[0]
-    if rows == len(dictionary) + 1 and "<mask>" not in dictionary.indices:
+    if state["model"]["encoder.embed_tokens.weight"].shape[0] == len(dictionary) + 1 \
+            and "<mask>" not in dictionary.indices:
         dictionary.add_symbol("<mask>")
-    # the model needs only the dictionaries of its task: no data folder to set up
-    model = LEDModel.build_model(cfg.model, fairseq_checkpoint.DictionaryTask(dictionary))
+    model = LEDModel.build_model(cfg.model, fairseq_checkpoint.DictionaryTask(dictionary))  # no data folder needed
     model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
     return model.eval(), dictionary
 
 
 def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None,
                      overwrite: bool = False) -> ExportResult:
-    """Write a built fairseq LED as a Hugging Face LEDForConditionalGeneration folder (config.json,
-    model.safetensors, fairseq_dict.txt, the reserved position rows, tokenizer files if given)."""
-    transformers, save_file = _hf_imports()
+    """A built fairseq LED -> HF LEDForConditionalGeneration folder (+ the reserved position rows)."""
+    transformers = _transformers()
     layout = led_family.inspect_led(model)
     if len(dictionary) != layout.vocab:
         raise ValueError(f"the dictionary has {len(dictionary)} symbols, the model's embeddings {layout.vocab} rows: "
                          "pass the dict.txt the model was trained with")
     config = layout.hf_config(dictionary)
     state = model.state_dict()
-    tensors = led_family.fairseq_to_hf_state(state, layout)
     hf_model = transformers.LEDForConditionalGeneration(transformers.LEDConfig(**config))
-    load_into_hf(hf_model, tensors, {*led_family.HF_TIED, led_family.HF_LOGITS_BIAS}, "HF's LED")
-    hf_model.final_logits_bias.zero_()  # HF's logits bias: fairseq's output projection has none
-    reserved = led_family.reserved_rows(state, layout)
+    load_into_hf(hf_model, led_family.fairseq_to_hf_state(state, layout),
+                 {*led_family.HF_TIED, led_family.HF_LOGITS_BIAS}, "HF's LED")
+    hf_model.final_logits_bias.zero_()  # fairseq's output projection has no bias
+    reserved = {fs: state[fs][:layout.padding_idx + 1].contiguous() for fs, _ in led_family.POSITIONS}
 
     def write_model(tmp: Path) -> None:
-        hf_model.save_pretrained(str(tmp), safe_serialization=True)
-        save_file(reserved, str(tmp / led_family.RESERVED_ROWS), metadata={"format": "pt"})
+        import safetensors.torch
 
-    out_dir = _write_folder(out_dir, overwrite, write_model, dictionary, tokenizer, layout.encoder_positions)
-    logger.info(f"exported the LED ({layout.encoder_layers} + {layout.decoder_layers} layers, one-sided windows "
-                f"{list(layout.windows)} -> HF attention_window {config['attention_window']}) to {out_dir}")
-    return ExportResult(out_dir, config, tokenizer.kind if tokenizer else None)
+        hf_model.save_pretrained(str(tmp), safe_serialization=True)
+        safetensors.torch.save_file(reserved, str(tmp / led_family.RESERVED_ROWS), metadata={"format": "pt"})
+
+    return _write_folder(out_dir, overwrite, write_model, dictionary, config,
+                         f"the LED ({layout.encoder_layers} + {layout.decoder_layers} layers)", tokenizer,
+                         layout.encoder_positions, [])
 
 
 def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                overwrite: bool = False) -> ExportResult:
     """An LED checkpoint (+ its dict.txt) -> a Hugging Face LEDForConditionalGeneration folder."""
     _check_before_reading(out_dir, overwrite, tokenizer)
-    model, dictionary = load_led(checkpoint, dict_path)
-    return export_led_model(model, dictionary, out_dir, tokenizer, overwrite)
+    return export_led_model(*load_led(checkpoint, dict_path), out_dir, tokenizer, overwrite)
 
 
 def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                       overwrite: bool = False, head_name: Optional[str] = None,
                       label_dict_path=None, encoder_only: bool = False) -> ExportResult:
-    """``longformer-export-hf``: fairseq checkpoint (+ its dictionaries) -> Hugging Face folder, the HF class
-    chosen by the checkpoint's family; ``encoder_only``: a Longformer's task heads left out (a masked LM)."""
+    """``longformer-export-hf``: fairseq checkpoint -> HF folder, the class chosen by the checkpoint's family;
+    ``encoder_only``: a Longformer's task heads left out (a masked LM)."""
     _check_before_reading(out_dir, overwrite, tokenizer)
     path = fairseq_checkpoint.checkpoint_file(checkpoint)
     state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once
     if str(getattr(state["cfg"].model, "arch", "")).startswith("led"):
         if head_name is not None or label_dict_path is not None or encoder_only:
             raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
-        model, dictionary = load_led(path, dict_path, state)
-        return export_led_model(model, dictionary, out_dir, tokenizer, overwrite)
+        return export_led_model(*load_led(path, dict_path, state), out_dir, tokenizer, overwrite)
     model, task, head = load_fairseq_checkpoint(path, dict_path, label_dict_path, head_name, encoder_only, state)
     return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite, labels=task_labels(task, head))

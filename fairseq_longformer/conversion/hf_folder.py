@@ -1,6 +1,5 @@
-"""Reading a Hugging Face folder as someone else's data: config.json, the tensors (safetensors,
-sharded or not, or a CRC-checked pytorch_model.bin), the config's sizes checked against them
-before anything is sized from them, the tokenizer's special ids and the dict.txt for HF ids."""
+"""A Hugging Face folder read as someone else's data: config.json, the tensors (safetensors, sharded or
+not, or a CRC-checked pytorch_model.bin) and the config's sizes checked against them, the tokenizer's ids."""
 import json
 import re
 import shutil
@@ -15,7 +14,7 @@ from ..runtime.checkpoints import CorruptCheckpointError, check_intact
 from .rules import DICT_COPY, PLACEHOLDER
 
 MAX_SIZE = 2 ** 31  # the largest size a config.json may state (more than any real model's)
-# Files of a HF tokenizer, copied into the import's output (OUTDIR/hf_tokenizer/).
+# a HF tokenizer's files, copied into the import's OUTDIR/hf_tokenizer/
 HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                       "merges.txt", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model",
                       "added_tokens.json")
@@ -60,7 +59,6 @@ def _shard_files(hf_dir: Path, index_name: str) -> List[Path]:
 
 
 def _weights(hf_dir: Path) -> Tuple[str, List[Path]]:
-    """('safetensors' | 'torch', the weight files) of a folder."""
     for name, kind in (("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
                        ("pytorch_model.bin.index.json", "torch"), ("pytorch_model.bin", "torch")):
         if (hf_dir / name).is_file():
@@ -74,13 +72,6 @@ def _damaged(hf_dir, error: Exception) -> ValueError:
                       "a damaged or incomplete folder: download the folder again")
 
 
-def _safetensors_shapes(path: Path) -> Dict[str, Tuple[int, ...]]:
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
-
-
 def load_safetensors(path: Path) -> Dict[str, Tensor]:
     from safetensors.torch import load_file
 
@@ -88,19 +79,24 @@ def load_safetensors(path: Path) -> Dict[str, Tensor]:
 
 
 def _read_weights(hf_dir, shapes_only: bool) -> Dict[str, object]:
-    """Every tensor of the folder (``shapes_only``: its shape, read from the headers or
-    memory-mapped, so nothing model-sized is loaded); a file that does not load is a ValueError."""
+    """Every tensor of the folder (``shapes_only``: its shape, from the headers or memory-mapped: nothing
+    model-sized is loaded); a file that does not load is a ValueError."""
     hf_dir = Path(hf_dir)
     kind, files = _weights(hf_dir)
     out: Dict[str, object] = {}
     try:
         for path in files:
-            if kind == "safetensors":
-                out.update(_safetensors_shapes(path) if shapes_only else load_safetensors(path))
-                continue
-            check_intact(path)
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=shapes_only)
-            out.update({key: tuple(value.shape) for key, value in state.items()} if shapes_only else state)
+            if kind == "safetensors" and shapes_only:
+                from safetensors import safe_open
+
+                with safe_open(str(path), framework="pt") as f:
+                    out.update({key: tuple(f.get_slice(key).get_shape()) for key in f.keys()})
+            elif kind == "safetensors":
+                out.update(load_safetensors(path))
+            else:
+                check_intact(path)
+                state = torch.load(path, map_location="cpu", weights_only=True, mmap=shapes_only)
+                out.update({key: tuple(value.shape) for key, value in state.items()} if shapes_only else state)
     except CorruptCheckpointError:
         raise  # one line naming the file and the fix already
     except Exception as error:  # safetensors' SafetensorError, pickle errors, a truncated file
@@ -118,8 +114,7 @@ def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
 
 def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: Mapping[str, Tuple[object, int]],
                 layer_counts: Mapping[str, str], integers: Tuple[str, ...], hf_dir: Path) -> None:
-    """Raise one ValueError naming every size of ``config`` that is missing, not a whole number in 1 ..
-    MAX_SIZE, or not what the tensors hold."""
+    """One ValueError naming every size of ``config`` missing, not a whole number in 1 .. MAX_SIZE, or not the tensors'."""
     problems = []
     values: Dict[str, int] = {}
     for name in (*sizes, *layer_counts, *integers):
@@ -153,54 +148,39 @@ def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: M
                          "the folder again)")
 
 
-def _added_tokens(path: Path, entries, where: str) -> List[Tuple[str, int]]:
-    """(text, id) of a tokenizer file's added tokens; ValueError for an entry without both."""
-    pairs = []
-    for index, token in entries:
-        if not isinstance(token, dict) or not isinstance(token.get("content"), str) \
-                or isinstance(index, bool) or not isinstance(index, int):
-            raise ValueError(f"{str(path)!r}: {where}[{index!r}] has no 'content' text and integer id: a damaged "
-                             f"tokenizer file ({DAMAGED_TOKENIZER.lower()})")
-        pairs.append((token["content"], index))
-    return pairs
-
-
-def _tokenizer_json_field(path: Path, name: str, kind: type):
-    data = _read_json(path, DAMAGED_TOKENIZER)
-    value = data.get(name, kind()) if isinstance(data, dict) else None
-    if kind is dict:
-        value = value or {}
-    if not isinstance(value, kind):
-        raise ValueError(f"{str(path)!r}: {name} is not {'a list' if kind is list else 'an object'}: a damaged "
-                         f"tokenizer file ({DAMAGED_TOKENIZER.lower()})")
-    return value
-
-
 def hf_special_ids(hf_dir) -> Dict[str, int]:
-    """Token text -> id for the tokenizer's added/special tokens, when the folder has a tokenizer
-    (tokenizer.json wins over tokenizer_config.json, whose first entry of a text wins)."""
-    hf_dir = Path(hf_dir)
-    from_json, from_config = [], []
-    path = hf_dir / "tokenizer.json"
-    if path.is_file():
-        added = _tokenizer_json_field(path, "added_tokens", list)
-        from_json = _added_tokens(path, [(t.get("id") if isinstance(t, dict) else k, t) for k, t in enumerate(added)],
-                                  "added_tokens")
-    path = hf_dir / "tokenizer_config.json"
-    if path.is_file():
-        decoder = _tokenizer_json_field(path, "added_tokens_decoder", dict)
-        from_config = _added_tokens(path, [(int(k) if str(k).isdigit() else k, t) for k, t in decoder.items()],
-                                    "added_tokens_decoder")
-    return {**dict(reversed(from_config)), **dict(from_json)}
+    """Token text -> id of the tokenizer's added tokens (tokenizer.json's win over tokenizer_config.json's,
+    whose first entry of a text wins)."""
+    out: Dict[str, int] = {}
+    for name, where, kind in (("tokenizer_config.json", "added_tokens_decoder", dict),
+                              ("tokenizer.json", "added_tokens", list)):
+        path = Path(hf_dir) / name
+        if not path.is_file():
+            continue
+        data = _read_json(path, DAMAGED_TOKENIZER)
+        value = data.get(where, kind()) if isinstance(data, dict) else None
+        value = (value or {}) if kind is dict else value
+        if not isinstance(value, kind):
+            raise ValueError(f"{str(path)!r}: {where} is not {'a list' if kind is list else 'an object'}: a damaged "
+                             f"tokenizer file ({DAMAGED_TOKENIZER.lower()})")
+        entries = [(int(k) if str(k).isdigit() else k, t) for k, t in value.items()] if kind is dict else \
+            [(t.get("id") if isinstance(t, dict) else k, t) for k, t in enumerate(value)]
+        pairs = []
+        for index, token in entries:
+            if not isinstance(token, dict) or not isinstance(token.get("content"), str) \
+                    or isinstance(index, bool) or not isinstance(index, int):
+                raise ValueError(f"{str(path)!r}: {where}[{index!r}] has no 'content' text and integer id: a damaged "
+                                 f"tokenizer file ({DAMAGED_TOKENIZER.lower()})")
+            pairs.append((token["content"], index))
+        out.update(dict(reversed(pairs)) if kind is dict else dict(pairs))
+    return out
 
 
 def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_txt: Path, warnings: List[str],
                       placeholder_mask: Optional[bool] = None):
-    """(fairseq Dictionary of ``vocab`` symbols, where it came from), its dict.txt written to
-    ``dict_txt``: the export's dictionary copy when it fits the table, else the folder's
-    sentencepiece pieces or placeholders (HF id k at line k - 4). ``mask_last``: whether the last
-    row is ``<mask>``, appended by the task rather than read from dict.txt (True: a masked LM;
-    None: as the copy's length says, placeholders then following ``placeholder_mask``)."""
+    """(Dictionary of ``vocab`` symbols, its source), dict.txt written to ``dict_txt``: the export's copy when it
+    fits, else the sentencepiece pieces or placeholders (HF id k at line k - 4). ``mask_last``: whether the task
+    appends the last row, <mask> (None: as the copy's length says, else ``placeholder_mask``)."""
     source, append_mask = "placeholders", bool(mask_last)
     if (hf_dir / DICT_COPY).is_file():
         copied = Dictionary.load(str(hf_dir / DICT_COPY))
@@ -215,7 +195,14 @@ def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_
     if source == "placeholders":
         append_mask = bool(mask_last) if placeholder_mask is None else placeholder_mask
         pieces = unigram_pieces(hf_dir)
-        write_symbols(dict_txt, pieces or [], 4, vocab - append_mask)
+        known, taken = pieces or [], {"<s>", "<pad>", "</s>", "<unk>"}
+        with open(dict_txt, "w", encoding="utf-8") as f:  # HF id k's piece (fairseq id == HF id), or hf:k
+            for index in range(4, vocab - append_mask):  # where it has none or one fairseq cannot take
+                piece = known[index] if index < len(known) else ""
+                if not piece or piece in taken or any(c.isspace() for c in piece):
+                    piece = PLACEHOLDER.format(index)
+                taken.add(piece)
+                f.write(f"{piece} 0\n")
         if pieces is not None:  # a sentencepiece vocabulary (XLM-R, CamemBERT): its pieces, by HF id
             source = "tokenizer.json"
     dictionary = Dictionary.load(str(dict_txt))
@@ -226,8 +213,7 @@ def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_
 
 
 def unigram_pieces(hf_dir: Path) -> Optional[List[str]]:
-    """The pieces of the folder's sentencepiece (Unigram) tokenizer.json in HF id order; None for
-    another tokenizer (RoBERTa's dict.txt symbols are GPT-2 ids, not pieces) or none."""
+    """The pieces of a sentencepiece (Unigram) tokenizer.json by HF id; None for another tokenizer or none."""
     path = hf_dir / "tokenizer.json"
     if not path.is_file():
         return None
@@ -239,32 +225,11 @@ def unigram_pieces(hf_dir: Path) -> Optional[List[str]]:
     return [entry[0] for entry in vocab]
 
 
-def write_symbols(path: Path, pieces: List[str], first: int, end: int) -> None:
-    """dict.txt for HF ids ``first`` .. ``end - 1``: the piece of each id (so that
-    ``longformer-preprocess --sentencepiece-model ... --srcdict`` finds fairseq id == HF id), or the
-    placeholder ``hf:k`` for an id without a piece or whose piece cannot be a fairseq symbol
-    (fairseq's own specials, text with whitespace, a repeat)."""
-    taken = {"<s>", "<pad>", "</s>", "<unk>"}
-    with open(path, "w", encoding="utf-8") as f:
-        for index in range(first, end):
-            piece = pieces[index] if index < len(pieces) else ""
-            if not piece or piece in taken or any(c.isspace() for c in piece):
-                piece = PLACEHOLDER.format(index)
-            taken.add(piece)
-            f.write(f"{piece} 0\n")
-
-
-def placeholder_warning() -> str:
-    return (f"dict.txt lists placeholders ({PLACEHOLDER.format('k')} for id k): binarize data with the tokenizer "
-            "the model came with (copied to hf_tokenizer/)")
-
-
 def tokenizer_files(hf_dir: Path) -> List[str]:
     return [name for name in HF_TOKENIZER_FILES if (hf_dir / name).is_file()]
 
 
 def copy_tokenizer(hf_dir: Path, names: List[str], out: Path) -> None:
-    """The folder's tokenizer files, into ``out/hf_tokenizer/``."""
     if names:
         (out / "hf_tokenizer").mkdir()
         for name in names:

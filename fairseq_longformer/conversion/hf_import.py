@@ -1,6 +1,6 @@
 """``longformer-import-hf``: a HF folder -> a fairseq checkpoint folder (model.pt + its task's
-dictionaries, fairseq id == HF id): Longformer / RoBERTa family (``import_hf``) or LED
-(``import_led``), the folder's sizes checked against its tensors before anything is built."""
+dictionaries, fairseq id == HF id): Longformer / RoBERTa family (``import_hf``) or LED (``import_led``),
+the folder's sizes checked against its tensors before anything is built."""
 import copy
 import logging
 import shutil
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
 import torch
+from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from omegaconf import OmegaConf
@@ -20,17 +21,17 @@ from longformer_common.atomic import check_output_dir, staged_folder
 from .families import led as led_family
 from .families.longformer import (
     HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES,
-    HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, fairseq_args, hf_to_fairseq_state, key_map, reverse_key_map,
-    size_problems, source_family,
+    HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, fairseq_args, hf_to_fairseq_state, key_map, size_problems,
+    source_family,
 )
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
 from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
 from .hf_folder import (
     check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
-    placeholder_warning, read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
+    read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
 )
-from .rules import check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
+from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
 
 logger = logging.getLogger(__name__)
 
@@ -90,57 +91,37 @@ def _labels(config: Mapping, hf_dir: Path) -> List[str]:
     labels = [id2label[str(k)] for k in range(len(id2label))]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:  # fairseq's label dictionary keeps one entry per name: its ids would shift, the head be dropped
-        ids = {label: [k for k, other in enumerate(labels) if other == label] for label in repeated}
-        raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes {ids[repeated[0]]}"
+        ids = [k for k, other in enumerate(labels) if other == repeated[0]]
+        raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes {ids}"
                          f"{' (and repeats ' + ', '.join(map(repr, repeated[1:])) + ')' if repeated[1:] else ''}: "
                          "fairseq's label dictionary needs one name per class; give each id its own name in "
                          "id2label (and label2id)")
     return labels
 
 
-# settings transformers' config classes default when config.json lacks them (sizes are not among
-# them: those are checked against the tensors), and transformers 5's defaults for a machine without it
+# what transformers' config classes default when config.json lacks it (transformers 5's, for a
+# machine without it); sizes are not among them: those are checked against the tensors
 TRANSFORMERS_DEFAULTS = {"layer_norm_eps": 1e-12, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
                          "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
                          "position_embedding_type": "absolute", "tie_word_embeddings": True}
-DEFAULTED_SETTINGS = tuple(TRANSFORMERS_DEFAULTS)
 FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
 
 
-def with_transformers_defaults(config: Mapping, model_type: str):
-    """(config.json as transformers reads it, the names it lacked): a missing setting takes
-    transformers' default (layer_norm_eps 1e-12, not fairseq's 1e-5: a model imported with
-    fairseq's would drift from the one transformers runs)."""
-    try:
-        import transformers
-
-        defaults = transformers.AutoConfig.for_model(model_type).to_dict()
-    except (ImportError, ValueError):
-        defaults = TRANSFORMERS_DEFAULTS
-    missing = [name for name in DEFAULTED_SETTINGS if name not in config and name in defaults]
-    return {**config, **{name: defaults[name] for name in missing}}, missing
-
-
 def _check_family_sizes(config: Mapping, hf_dir: Path, model_type: str) -> None:
-    """``check_sizes`` with the tables of the folder's family ("led", "longformer" or "roberta"):
-    the weights load (pytorch_model.bin's CRCs checked) and the config's sizes are the tensors'."""
+    """The weights load (pytorch_model.bin's CRCs checked) and the config's sizes are the tensors'."""
     if model_type == "led":
         check_sizes(config, tensor_shapes(hf_dir), led_family.HF_SIZES, led_family.HF_LAYER_COUNTS,
                     led_family.HF_HEAD_COUNTS, hf_dir)
         return
     base = HF_BASE[model_type]
-    sizes = {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()}
-    check_sizes(config, tensor_shapes(hf_dir), sizes,
+    check_sizes(config, tensor_shapes(hf_dir), {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()},
                 {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
                 ("num_attention_heads",), hf_dir)
 
 
 def check_folder(hf_dir) -> Mapping:
-    """The import's checks of a folder, for a tool that then loads it another way
-    (``longformer-export-onnx`` loads it with transformers, which checks none of this):
-    config.json is a JSON object, the weights are there and load (pytorch_model.bin's CRCs
-    checked), the config's sizes are those of the tensors. Returns config.json; one-line
-    FileNotFoundError / ValueError (CorruptCheckpointError) otherwise."""
+    """config.json, after the import's checks of the folder (JSON, weights that load, sizes the
+    tensors'), for a tool that loads it with transformers, which checks none of this."""
     hf_dir = Path(hf_dir)
     config = read_hf_config(hf_dir)
     model_type = "led" if config.get("model_type") == "led" else source_family(config)
@@ -150,25 +131,31 @@ def check_folder(hf_dir) -> Mapping:
 
 
 def _checked_config(hf_dir: Path, config: Mapping, model_type: str) -> Dict[str, object]:
-    """config.json with transformers' defaults, its sizes checked against the tensors; ValueError
-    naming everything fairseq's Longformer cannot take."""
-    problems = config_problems(config, model_type)
-    config, defaulted = with_transformers_defaults(config, model_type)
+    """config.json as transformers reads it (a missing setting takes its default: layer_norm_eps 1e-12,
+    not fairseq's 1e-5), sizes checked; ValueError naming everything fairseq's Longformer cannot take."""
+    problems = config_problems(config)
+    try:
+        import transformers
+
+        defaults = transformers.AutoConfig.for_model(model_type).to_dict()
+    except (ImportError, ValueError):
+        defaults = TRANSFORMERS_DEFAULTS
+    defaulted = [name for name in TRANSFORMERS_DEFAULTS if name not in config and name in defaults]
+    config = {**config, **{name: defaults[name] for name in defaulted}}
     if not problems:  # nothing below is sized by an unchecked number
         _check_family_sizes(config, hf_dir, model_type)
-        defaulted_problems = config_problems({key: config[key] for key in defaulted}, model_type)
         problems = size_problems(config, model_type) + [
             f"{problem} (config.json has no {name}: transformers reads it as its default; if the model was trained "
             f"with fairseq's value, write \"{name}\": {FAIRSEQ_VALUES.get(name)!r} into config.json)"
-            for problem in defaulted_problems for name in defaulted if problem.startswith(f"{name} =")]
+            for problem in config_problems({key: config[key] for key in defaulted})
+            for name in defaulted if problem.startswith(f"{name} =")]
     if problems:
         raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
     return config
 
 
 def _head(state: Mapping[str, Tensor], hf_dir: Path, head_name: Optional[str]) -> Optional[HeadRef]:
-    """The head the folder's tensors hold (None: lm_head, a masked LM), named ``head_name`` or as
-    its task's default."""
+    """The head the folder's tensors hold (None: a masked LM), named ``head_name`` or its task's default."""
     kinds = [kind for kind, prefix in HF_HEAD_PREFIXES.items() if any(k.startswith(prefix) for k in state)]
     if len(kinds) != 1:
         raise ValueError(f"{str(hf_dir)!r} holds {'no' if not kinds else 'several'} head tensors ("
@@ -181,47 +168,11 @@ def _head(state: Mapping[str, Tensor], hf_dir: Path, head_name: Optional[str]) -
     return HeadRef(kinds[0], head_name or HEAD_TASKS[kinds[0]].default_name)
 
 
-def _check_tensors(state: Mapping[str, Tensor], expected: Dict[str, tuple], optional: Dict[str, tuple], base: str,
-                   what: str, hf_dir: Path, warnings: List[str]) -> None:
-    """The folder's tensors against the key map's names and shapes; HF's tied copies equal."""
-    ignored = {k.format(base=base) for k in HF_IGNORED_BUFFERS}
-    pooler = sorted(k for k in state if k.startswith(f"{base}.pooler."))
-    renamed(state, {key: key for key in expected}, f"{str(hf_dir)!r} does not match a {what}",
-            ignored=(*optional, *ignored, *pooler))
-    check_shapes(state, {**expected, **{k: v for k, v in optional.items() if k in state}}, str(hf_dir))
-    if HF_DECODER_BIAS in state and not torch.equal(state[HF_DECODER_BIAS], state["lm_head.bias"]):
-        raise ValueError("lm_head.decoder.bias differs from lm_head.bias: HF ties them; fairseq has one bias")
-    if HF_DECODER_WEIGHT in optional and HF_DECODER_WEIGHT in state and not torch.equal(
-            state[HF_DECODER_WEIGHT], state[f"{base}.embeddings.word_embeddings.weight"]):
-        raise ValueError("tie_word_embeddings is true but lm_head.decoder.weight differs from word_embeddings")
-    if pooler:
-        warnings.append(f"dropped the pooler ({', '.join(pooler)}): fairseq's RoBERTa has none")
-
-
-def _check_special_ids(specials: Mapping[str, int], pieces: List[str], vocab: int, warnings: List[str]) -> None:
-    """The tokenizer's special ids against fairseq's: 4 specials first, <mask> appended last."""
-    for text, fairseq_id in (("<s>", 0), ("<pad>", 1), ("</s>", 2), ("<unk>", 3), ("<mask>", vocab - 1)):
-        if text not in specials or specials[text] == fairseq_id:
-            continue
-        if pieces[fairseq_id:fairseq_id + 1] == [text + "NOTUSED"]:
-            # CamemBERT's layout: fairseq's id 0 / 2 kept as <s>NOTUSED / </s>NOTUSED, the tokenizer's
-            # <s> / </s> further on. The ids carry over unchanged; only what fairseq's tasks put
-            # around a sequence differs from what the tokenizer does.
-            warnings.append(f"the tokenizer puts {text} at id {specials[text]} and {text}NOTUSED at {fairseq_id}; "
-                            f"fairseq's tasks put id {fairseq_id} there (continued pretraining feeds the "
-                            f"NOTUSED id; the exported model takes either)")
-        else:
-            raise ValueError(f"the tokenizer puts {text} at id {specials[text]}; fairseq's dictionary puts it at "
-                             f"{fairseq_id} (4 specials first, <mask> appended last by the masked_lm task)")
-
-
 def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
               overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
-    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> ``model.pt`` +
-    its task's dictionaries in ``out_dir``. max_positions: default the source's for a Longformer,
-    4096 for RoBERTa (more than the source's: positions tiled). attention_window: one-sided w, one
-    or one per layer, for a RoBERTa (default 256); a Longformer keeps its own. head_name: the
-    fairseq name of the imported head (default: its task's)."""
+    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> ``model.pt`` + its
+    task's dictionaries. max_positions: a Longformer's own, 4096 for a RoBERTa (tiled); attention_window
+    (one-sided, one or per layer): a RoBERTa's only (default 256); head_name: default its task's."""
     import fairseq_longformer  # noqa: F401  (registers the model, task and criterion)
 
     from ..models.longformer import LongformerModel
@@ -235,43 +186,61 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                          f"(roberta, xlm-roberta, camembert, or architectures {ROBERTA_SHAPED[0]} and alike) are "
                          "imported here, 'led' folders by import_led; BERT-shaped models are not (see "
                          "docs/conversion.md)")
-    base = HF_BASE[model_type]
+    base, is_longformer = HF_BASE[model_type], model_type == "longformer"
     config = _checked_config(hf_dir, config, model_type)
     warnings: List[str] = []
     layers, heads = int(config["num_hidden_layers"]), int(config["num_attention_heads"])
     hidden, ffn, vocab = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["vocab_size"])
     source_rows = int(config["max_position_embeddings"])
     tied = bool(config.get("tie_word_embeddings", True))
-    if model_type == "longformer":
-        if attention_window is not None:
-            raise ValueError("--attention-window applies to RoBERTa folders only: a Longformer keeps the window "
-                             "it was trained with (config.json's attention_window // 2)")
-        windows, _ = from_hf_windows(config["attention_window"], layers)
-    else:
-        windows = parse_windows(attention_window if attention_window is not None else "256", layers)
+    if is_longformer and attention_window is not None:
+        raise ValueError("--attention-window applies to RoBERTa folders only: a Longformer keeps the window "
+                         "it was trained with (config.json's attention_window // 2)")
+    windows = from_hf_windows(config["attention_window"], layers)[0] if is_longformer else \
+        parse_windows(attention_window if attention_window is not None else "256", layers)
     if max_positions is None:
-        max_positions = source_rows - 2 if model_type == "longformer" else 4096
+        max_positions = source_rows - 2 if is_longformer else 4096
     check_extendable(source_rows - 2, max_positions)  # 2: fairseq's reserved rows (padding_idx 1 + 1)
 
+    # the folder's tensors against the key map's names and shapes, HF's tied copies equal
     state = load_hf_state_dict(hf_dir)
     head = _head(state, hf_dir, head_name)
     labels = _labels(config, hf_dir) if head is not None and head.kind == "classification" else None
     outputs = len(labels) if labels is not None else 2  # L: classes, or QA's start and end
     dims = {"V": vocab, "C": hidden, "F": ffn, "P": source_rows, "L": outputs}
-    global_projections = model_type == "longformer"
-    reverse = reverse_key_map(layers, base, global_projections, tied, head)
+    forward = key_map(layers, base, is_longformer, tied, head)
     token_type_key = HF_TOKEN_TYPE.format(base=base)
-    expected = {hf: shape_of(spec, dims) for hf, (_, spec) in reverse.items()}
+    expected = {hf: shape_of(spec, dims) for hf, spec in forward.values()}
     expected[token_type_key] = (int(config.get("type_vocab_size", 1)), hidden)
     optional = {} if head is not None else {
         HF_DECODER_BIAS: (vocab,), **({HF_DECODER_WEIGHT: (vocab, hidden)} if tied else {})}
-    _check_tensors(state, expected, optional, base, f"{model_type} {head.kind if head else 'masked LM'} model with "
-                   f"{layers} layers", hf_dir, warnings)
+    pooler = sorted(k for k in state if k.startswith(f"{base}.pooler."))
+    renamed(state, {key: key for key in expected}, f"{str(hf_dir)!r} does not match a {model_type} "
+            f"{head.kind if head else 'masked LM'} model with {layers} layers",
+            ignored=(*optional, *(k.format(base=base) for k in HF_IGNORED_BUFFERS), *pooler))
+    check_shapes(state, {**expected, **{k: v for k, v in optional.items() if k in state}}, str(hf_dir))
+    if HF_DECODER_BIAS in state and not torch.equal(state[HF_DECODER_BIAS], state["lm_head.bias"]):
+        raise ValueError("lm_head.decoder.bias differs from lm_head.bias: HF ties them; fairseq has one bias")
+    if HF_DECODER_WEIGHT in optional and HF_DECODER_WEIGHT in state and not torch.equal(
+            state[HF_DECODER_WEIGHT], state[f"{base}.embeddings.word_embeddings.weight"]):
+        raise ValueError("tie_word_embeddings is true but lm_head.decoder.weight differs from word_embeddings")
+    if pooler:
+        warnings.append(f"dropped the pooler ({', '.join(pooler)}): fairseq's RoBERTa has none")
     if head is not None:
         warnings.append(f"the folder has no LM head ({config.get('architectures')}): the checkpoint's encoder.lm_head "
                         f"is freshly initialized (the {head.kind} head does not use it)")
-    specials = hf_special_ids(hf_dir)
-    _check_special_ids(specials, unigram_pieces(hf_dir) or [], vocab, warnings)
+    specials, pieces = hf_special_ids(hf_dir), unigram_pieces(hf_dir) or []
+    for text, fairseq_id in (("<s>", 0), ("<pad>", 1), ("</s>", 2), ("<unk>", 3), ("<mask>", vocab - 1)):
+        if text not in specials or specials[text] == fairseq_id:
+            continue
+        if pieces[fairseq_id:fairseq_id + 1] != [text + "NOTUSED"]:
+            raise ValueError(f"the tokenizer puts {text} at id {specials[text]}; fairseq's dictionary puts it at "
+                             f"{fairseq_id} (4 specials first, <mask> appended last by the masked_lm task)")
+        # CamemBERT: fairseq's id 0 / 2 kept as <s>NOTUSED / </s>NOTUSED, the tokenizer's <s> / </s>
+        # further on; the ids carry over, only what fairseq's tasks put around a sequence differs
+        warnings.append(f"the tokenizer puts {text} at id {specials[text]} and {text}NOTUSED at {fairseq_id}; "
+                        f"fairseq's tasks put id {fairseq_id} there (continued pretraining feeds the "
+                        f"NOTUSED id; the exported model takes either)")
 
     out_abs = Path(out_dir).absolute()
     args = fairseq_args(out_abs, layers, hidden, ffn, heads, windows, max_positions,
@@ -295,9 +264,8 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         model = LongformerModel.build_model(copy.deepcopy(args), DictionaryTask(dictionary, max_positions))
         if head is not None:
             register_head(model, head, outputs)
-        forward = key_map(layers, base, global_projections, tied, head)
         model.load_state_dict(hf_to_fairseq_state(state, model.state_dict(), forward, token_type_key, max_positions,
-                                                  copy_global=not global_projections, tied=tied, warnings=warnings),
+                                                  copy_global=not is_longformer, tied=tied, warnings=warnings),
                               strict=True)
         _write_checkpoint(out_dir, overwrite, args, model, fresh_training_state(), hf_dir, files, warnings)
     logger.info(f"imported {model_type} {head.kind if head else 'masked LM'} ({layers} layers, window w="
@@ -308,21 +276,6 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                         attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
                         model_type=model_type, untied=not tied, dictionary_source=dictionary_source,
                         warnings=warnings, head=head)
-
-
-def _led_dictionary(hf_dir: Path, vocab: int, dict_txt: Path, warnings: List[str]):
-    """(dictionary of ``vocab`` symbols, where it came from): ``<mask>`` appended when the table
-    has its row (a model from the denoising task: BART's tokenizer puts it after the symbols)."""
-    specials = hf_special_ids(hf_dir)
-    dictionary, source = folder_dictionary(hf_dir, vocab, None, dict_txt, warnings,
-                                           placeholder_mask=specials.get("<mask>") == vocab - 1)
-    if source == "placeholders":
-        warnings.append(placeholder_warning())
-    for text in ("<s>", "<pad>", "</s>", "<unk>", "<mask>"):
-        if text in specials and text in dictionary.indices and dictionary.index(text) != specials[text]:
-            raise ValueError(f"the tokenizer puts {text} at id {specials[text]}, fairseq's dictionary at "
-                             f"{dictionary.index(text)}: the ids would not match")
-    return dictionary, source
 
 
 def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
@@ -357,10 +310,22 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         attention_window=layout.windows, max_positions=layout.encoder_positions,
         decoder_positions=layout.decoder_positions, bart_positions=layout.encoder_positions,
         model_dims=layout.model_dims(), source=hf_dir.absolute(), warnings=warnings)
-    args = led_family.fairseq_args(out_abs, result.model_flags(), layout)
+    args = options.parse_args_and_arch(options.get_training_parser(default_task="translation"), input_args=[
+        str(out_abs), "--task", "translation", *result.model_flags(), "--activation-fn", "gelu",
+        "--dropout", repr(layout.dropout), "--attention-dropout", repr(layout.attention_dropout),
+        "--activation-dropout", repr(layout.activation_dropout)])
     with tempfile.TemporaryDirectory() as scratch:
         dict_txt = Path(scratch) / "dict.txt"
-        dictionary, result.dictionary_source = _led_dictionary(hf_dir, layout.vocab, dict_txt, warnings)
+        specials = hf_special_ids(hf_dir)  # BART's tokenizer puts <mask> after the symbols
+        dictionary, result.dictionary_source = folder_dictionary(
+            hf_dir, layout.vocab, None, dict_txt, warnings, placeholder_mask=specials.get("<mask>") == layout.vocab - 1)
+        if result.dictionary_source == "placeholders":
+            warnings.append(f"dict.txt lists placeholders ({PLACEHOLDER.format('k')} for id k): binarize data with "
+                            "the tokenizer the model came with (copied to hf_tokenizer/)")
+        for text in ("<s>", "<pad>", "</s>", "<unk>", "<mask>"):
+            if text in specials and text in dictionary.indices and dictionary.index(text) != specials[text]:
+                raise ValueError(f"the tokenizer puts {text} at id {specials[text]}, fairseq's dictionary at "
+                                 f"{dictionary.index(text)}: the ids would not match")
         model = LEDModel.build_model(args, DictionaryTask(dictionary))
         state = filled_from(state, model.state_dict(), lambda key: key.endswith(".version"), f"{str(hf_dir)!r}")
         model.load_state_dict(state, strict=True)
@@ -373,8 +338,8 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
 
 
 def import_folder(hf_dir, out_dir, overwrite: bool = False, **options):
-    """The folder's family (config.json's model_type) picks the import; ``options``
-    (max_positions, attention_window, head_name) apply to the Longformer family only."""
+    """The folder's family picks the import; ``options`` (max_positions, attention_window, head_name):
+    the Longformer family's only."""
     if read_hf_config(hf_dir).get("model_type") == "led":
         given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value is not None]
         if given:

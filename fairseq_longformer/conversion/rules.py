@@ -1,7 +1,5 @@
-"""The small rules every conversion shares. Our window w is ONE-sided, HF's TWO-sided (2w), and
-every window must divide the largest (HF pads to it); HF's "gelu" is the exact one; the dictionary
-copy (fairseq_dict.txt) brings the symbols back on import; position tables keep their
-``padding_idx + 1`` reserved rows and tile (paper) or redraw (Table 5) the learned ones."""
+"""The rules every conversion shares: windows (ours one-sided w, HF's two-sided 2w, each dividing the
+largest), config rules, HF's exact "gelu", the dictionary copy, position tiling, key tables."""
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -11,11 +9,11 @@ from torch import Tensor
 
 DICT_COPY = "fairseq_dict.txt"  # the fairseq dictionary, written by export, read by import
 PLACEHOLDER = "hf:{}"  # dict.txt symbol for HF id k when no fairseq dictionary came along
+UNCHECKED = object()  # a config rule's default: an entry config.json lacks is not checked
 
 
 def window_problems(windows: Sequence[int], layer_label: str = "layer") -> List[str]:
-    """What keeps one-sided ``windows`` (one per layer) from being an HF ``attention_window``,
-    one line per problem (empty: exportable)."""
+    """What keeps one-sided ``windows`` from being an HF ``attention_window`` (empty: exportable)."""
     problems = [f"--attention-window: {layer_label} {i}: window {w} (w = {w}; HF's attention_window, 2w, must be "
                 "a positive even number, so w = 0 has no HF equivalent)" for i, w in enumerate(windows) if w < 1]
     if windows and not problems and any((2 * max(windows)) % (2 * w) for w in windows):
@@ -26,23 +24,13 @@ def window_problems(windows: Sequence[int], layer_label: str = "layer") -> List[
     return problems
 
 
-def to_hf_windows(windows: Sequence[int]) -> List[int]:
-    """One-sided w per layer -> HF's two-sided ``attention_window`` list (checked first with
-    ``window_problems``)."""
-    return [2 * int(w) for w in windows]
-
-
 def from_hf_windows(value, layers: int) -> Tuple[Optional[Tuple[int, ...]], Optional[str]]:
-    """HF's ``attention_window`` (one two-sided value, or one per layer) -> (one-sided w per layer,
-    None), or (None, the problem) when it is not a positive even number per layer."""
+    """HF's ``attention_window`` (one two-sided value or one per layer) -> (w per layer, None) or (None, problem)."""
     values = value if isinstance(value, list) else [value] * layers
     if len(values) != layers or any(isinstance(v, bool) or not isinstance(v, int) or v < 2 or v % 2 for v in values):
         return None, (f"attention_window = {value!r}: expected a positive even number (two-sided) or one per "
                       f"layer ({layers})")
     return tuple(v // 2 for v in values), None
-
-
-UNCHECKED = object()  # a config rule's default: an entry config.json lacks is not checked
 
 
 def rule_problems(config: Mapping, rules) -> List[str]:
@@ -56,25 +44,17 @@ def is_exact_gelu(fn) -> bool:
     return fn is utils.get_activation_fn("gelu") or fn is torch.nn.functional.gelu
 
 
-def function_name(fn) -> str:
-    return getattr(fn, "__name__", repr(fn))
-
-
 def write_dictionary_copy(dictionary, path: Path) -> None:
-    """dict.txt lines for the symbols after the specials. A task-appended trailing <mask> is left
-    out, as in the dict.txt the model was trained from (the task appends it again)."""
-    symbols = dictionary.symbols[dictionary.nspecial:]
-    counts = dictionary.count[dictionary.nspecial:]
+    """dict.txt lines after the specials; a task-appended trailing <mask> left out (the task appends it again)."""
+    symbols, counts = dictionary.symbols[dictionary.nspecial:], dictionary.count[dictionary.nspecial:]
     if symbols and symbols[-1] == "<mask>":
         symbols, counts = symbols[:-1], counts[:-1]
     with open(path, "w", encoding="utf-8") as f:
-        for symbol, count in zip(symbols, counts):
-            f.write(f"{symbol} {int(count)}\n")
+        f.writelines(f"{symbol} {int(count)}\n" for symbol, count in zip(symbols, counts))
 
 
 def check_extendable(source_positions: int, target_positions: int) -> None:
-    """Raise ValueError unless ``target_positions`` >= ``source_positions``: positions are only
-    ever extended (a shorter table would drop positions the source model learned)."""
+    """Positions are only ever extended (a shorter table would drop learned positions)."""
     if target_positions < source_positions:
         raise ValueError(f"--max-positions {target_positions} is smaller than the source model's "
                          f"{source_positions} positions: positions can only be extended")
@@ -90,25 +70,21 @@ def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1
         raise ValueError(f"position table of {weight.shape[0]} rows has no learned rows "
                          f"beyond the {reserved} reserved ones")
     check_extendable(source_positions, target_positions)
-    learned = weight[reserved:]
     if init == "copy":
-        repeats = -(-target_positions // source_positions)
-        new = learned.repeat(repeats, 1)[:target_positions]
+        new = weight[reserved:].repeat(-(-target_positions // source_positions), 1)[:target_positions]
     elif init == "random":
-        new = torch.empty(target_positions, weight.shape[1], dtype=weight.dtype)
-        new.normal_(0.0, 0.02, generator=generator)
+        new = torch.empty(target_positions, weight.shape[1], dtype=weight.dtype).normal_(0.0, 0.02, generator=generator)
     else:
         raise ValueError(f"position init must be 'copy' or 'random', got {init!r}")
     return torch.cat([weight[:reserved], new.to(weight.dtype)], dim=0)
 
 
 def shape_of(spec: Sequence[str], dims: Mapping[str, int]) -> Tuple[int, ...]:
-    """A symbolic shape such as ("V", "C") in numbers, from ``dims`` ({"V": ..., "C": ...})."""
+    """A symbolic shape such as ("V", "C") in numbers."""
     return tuple(int(dims[d]) for d in spec)
 
 
 def check_shapes(tensors: Mapping[str, Tensor], expected: Mapping[str, Tuple[int, ...]], what: str) -> None:
-    """Raise ValueError naming every tensor whose shape is not the expected one."""
     wrong = [f"{k}: {tuple(tensors[k].shape)} (expected {shape})" for k, shape in expected.items()
              if tuple(tensors[k].shape) != shape]
     if wrong:
@@ -116,10 +92,8 @@ def check_shapes(tensors: Mapping[str, Tensor], expected: Mapping[str, Tuple[int
 
 
 def table_keys(rows, layers: Mapping[str, int], **names) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
-    """fairseq key -> (HF key, symbolic shape) of a family's key table. Each row is (fairseq module,
-    HF module, weight shape, bias shape), a None shape meaning no such tensor; a row whose modules
-    hold the field ``{s}`` of a stack ``s`` in ``layers`` repeats for each of its layers, the other
-    fields come from ``names``. The reverse (import) is the same table read the other way."""
+    """fairseq key -> (HF key, symbolic shape). Rows are (fairseq module, HF module, weight shape, bias
+    shape; None: no such tensor); a row naming stack ``{s}`` of ``layers`` repeats per layer."""
     out: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
     for fs, hf, weight, bias in rows:
         stack = next((s for s in layers if "{" + s + "}" in fs), None)
@@ -133,8 +107,8 @@ def table_keys(rows, layers: Mapping[str, int], **names) -> Dict[str, Tuple[str,
 
 
 def renamed(state: Mapping[str, Tensor], mapping: Mapping[str, str], what: str, ignored=()) -> Dict[str, Tensor]:
-    """``state`` under ``mapping``'s names (its key -> new key); ValueError "{what}: missing ...,
-    unexpected ..." unless the state holds exactly the mapping's keys (``ignored``: neither)."""
+    """``state`` under ``mapping``'s names; ValueError "{what}: missing ..., unexpected ..." unless it
+    holds exactly the mapping's keys (``ignored``: neither)."""
     missing = sorted(set(mapping) - set(state))
     unexpected = sorted(set(state) - set(mapping) - set(ignored))
     if missing or unexpected:
@@ -143,9 +117,8 @@ def renamed(state: Mapping[str, Tensor], mapping: Mapping[str, str], what: str, 
 
 
 def filled_from(state: Mapping[str, Tensor], template: Mapping[str, Tensor], builder_owns, what: str):
-    """``state`` completed with the built fairseq model's own tensors (``template``; those keys
-    ``builder_owns(key)`` says the builder fills: version counters, ...), checked to hold exactly
-    the model's keys, each of the model's shape."""
+    """``state`` completed with the built model's tensors the builder fills (``builder_owns(key)``),
+    checked to hold exactly the model's keys and shapes."""
     out = {**{k: v for k, v in template.items() if k not in state and builder_owns(k)}, **state}
     renamed(out, {key: key for key in template}, f"{what} does not fill the fairseq model")
     check_shapes(out, {k: tuple(v.shape) for k, v in template.items()}, what)
@@ -153,9 +126,7 @@ def filled_from(state: Mapping[str, Tensor], template: Mapping[str, Tensor], bui
 
 
 def load_into_hf(hf_model, tensors: Mapping[str, Tensor], hf_owned, what: str) -> None:
-    """Fill a freshly built transformers model with exported ``tensors``; ValueError naming what
-    does not fit unless they are exactly its tensors, of its shapes, but ``hf_owned`` (the tied
-    copies and buffers HF fills itself)."""
+    """Fill a built transformers model with exactly its tensors and shapes, but ``hf_owned`` (tied copies, buffers)."""
     expected = {k: tuple(v.shape) for k, v in hf_model.state_dict().items() if k not in hf_owned}
     renamed(tensors, {key: key for key in expected}, f"exported tensors do not fit {what}")
     check_shapes(tensors, expected, f"exported tensors for {what}")

@@ -1,9 +1,8 @@
-"""The tokenizer ``longformer-export-hf`` writes: HF id == fairseq id, from the GPT-2 BPE files or
-the sentencepiece model the data was made with, or a carried transformers tokenizer."""
+"""The tokenizer ``longformer-export-hf`` writes, HF id == fairseq id: from the GPT-2 BPE files or the
+sentencepiece model the data was made with, or a carried transformers tokenizer."""
 import json
 import logging
 import os
-import struct
 from dataclasses import dataclass
 from typing import Dict, Optional
 
@@ -12,7 +11,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TokenizerFiles:
-    """The tokenizer the fairseq data was made with: GPT-2 BPE or a sentencepiece model."""
+    """The tokenizer the fairseq data was made with: GPT-2 BPE, a sentencepiece model or a HF folder."""
 
     gpt2_encoder_json: Optional[str] = None
     gpt2_vocab_bpe: Optional[str] = None
@@ -39,7 +38,6 @@ class TokenizerFiles:
 
 
 def _special_tokens(dictionary) -> Dict[str, Optional[str]]:
-    """The tokenizer's special tokens by role."""
     s = dictionary.symbols
     return {"bos_token": s[dictionary.bos()], "eos_token": s[dictionary.eos()], "unk_token": s[dictionary.unk()],
             "pad_token": s[dictionary.pad()], "cls_token": s[dictionary.bos()], "sep_token": s[dictionary.eos()],
@@ -53,8 +51,7 @@ def _present(specials: Dict[str, Optional[str]]) -> Dict[str, str]:
 
 
 def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_length: int):
-    """A transformers RobertaTokenizer whose vocabulary maps each GPT-2 BPE token straight to its fairseq id
-    (fairseq's dict.txt lists GPT-2 ids as decimal strings, re-indexed by frequency)."""
+    """A RobertaTokenizer mapping each GPT-2 BPE token to its fairseq id (dict.txt lists GPT-2 ids as decimals)."""
     from transformers import RobertaTokenizer
 
     with open(encoder_json, encoding="utf-8") as f:
@@ -88,82 +85,31 @@ def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_leng
     return tokenizer, {"vocab.json": vocab, "merges.txt": kept}
 
 
-# sentencepiece's ModelProto, read with a minimal protobuf wire-format reader (the protobuf package
-# is not a dependency). Field numbers from sentencepiece_model.proto.
-_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE = 1, 4, 6  # piece types
-
-
-def _proto_fields(buf: bytes):
-    """(field number, value) for each field of one protobuf message (varint, 32/64-bit, bytes)."""
-    def varint(i):
-        shift = result = 0
-        while True:
-            b = buf[i]
-            i += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result, i
-            shift += 7
-
-    i = 0
-    while i < len(buf):
-        key, i = varint(i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = varint(i)
-        elif wire == 1:
-            value, i = buf[i:i + 8], i + 8
-        elif wire == 2:
-            n, i = varint(i)
-            value, i = buf[i:i + n], i + n
-        elif wire == 5:
-            value, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield number, value
-
-
-def _utf8(value) -> str:
-    return bytes(value).decode("utf-8")
-
-
-# ModelProto's fields read: SentencePiece (1) piece, score, type; (message, field) -> (setting, decoder)
-_PIECE_FIELDS = {1: _utf8, 2: lambda v: struct.unpack("<f", v)[0], 3: int}
-_SETTINGS = {(2, 3): ("model_type", int), (2, 35): ("byte_fallback", bool),  # TrainerSpec
-             (2, 24): ("treat_whitespace_as_suffix", bool),
-             (3, 1): ("normalizer", _utf8), (3, 2): ("precompiled_charsmap", bytes),  # NormalizerSpec
-             (3, 3): ("add_dummy_prefix", bool), (3, 4): ("remove_extra_whitespaces", bool),
-             (3, 5): ("escape_whitespaces", bool)}
+_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE = 1, 4, 6  # sentencepiece's piece types
 
 
 def read_sentencepiece_model(path: str) -> Dict[str, object]:
     """pieces [(piece, score, type)], normalizer and trainer settings of a sentencepiece .model."""
-    with open(path, "rb") as f:
-        buf = f.read()
-    spec = {"pieces": [], "model_type": 1, "byte_fallback": False, "treat_whitespace_as_suffix": False,
-            "precompiled_charsmap": b"", "add_dummy_prefix": True, "remove_extra_whitespaces": True,
-            "escape_whitespaces": True, "normalizer": ""}
+    from google.protobuf.message import DecodeError
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
     try:
-        for number, value in _proto_fields(buf):
-            if number == 1:
-                piece = {1: "", 2: 0.0, 3: _SP_NORMAL}
-                piece.update({n: _PIECE_FIELDS[n](v) for n, v in _proto_fields(value) if n in _PIECE_FIELDS})
-                spec["pieces"].append((piece[1], piece[2], piece[3]))
-            elif number in (2, 3):
-                for n, v in _proto_fields(value):
-                    if (number, n) in _SETTINGS:
-                        name, decode = _SETTINGS[number, n]
-                        spec[name] = decode(v)
-    except (IndexError, UnicodeDecodeError, struct.error, ValueError) as error:
+        with open(path, "rb") as f:
+            proto.ParseFromString(f.read())
+    except DecodeError as error:
         raise ValueError(f"{path!r} is not a sentencepiece model: {error}") from error
-    if not spec["pieces"]:
+    if not proto.pieces:
         raise ValueError(f"{path!r} is not a sentencepiece model: it has no pieces")
-    return spec
+    trainer, normalizer = proto.trainer_spec, proto.normalizer_spec
+    return {"pieces": [(p.piece, p.score, p.type) for p in proto.pieces], "model_type": trainer.model_type,
+            **{name: getattr(trainer, name) for name in ("byte_fallback", "treat_whitespace_as_suffix")},
+            **{name: getattr(normalizer, name) for name in ("precompiled_charsmap", "add_dummy_prefix",
+                                                            "remove_extra_whitespaces", "escape_whitespaces")}}
 
 
 def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
-    """A tokenizers-library Unigram tokenizer over the sentencepiece pieces, laid out in the fairseq
-    dictionary's order (vocabulary entry k = dictionary symbol k), so HF ids == fairseq ids."""
+    """A Unigram tokenizer over the sentencepiece pieces in the dictionary's order (entry k = symbol k)."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -215,8 +161,7 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
 
 
 def carried_tokenizer(folder: str, dictionary, model_max_length: int):
-    """The transformers tokenizer in ``folder`` (the one an imported model came with), checked to
-    give the dictionary's ids: as many ids, and every special token where the dictionary has it."""
+    """The transformers tokenizer in ``folder``, checked to give the dictionary's ids (count, specials)."""
     from transformers import AutoTokenizer
 
     try:
@@ -237,14 +182,12 @@ def carried_tokenizer(folder: str, dictionary, model_max_length: int):
 
 def build_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
     """(transformers tokenizer, extra files to write) for ``files``; None when no tokenizer given."""
-    kind = files.kind
+    builders = {"gpt2": lambda: gpt2_tokenizer(files.gpt2_encoder_json, files.gpt2_vocab_bpe, dictionary, model_max_length),
+                "sentencepiece": lambda: sentencepiece_tokenizer(files.sentencepiece_model, dictionary, model_max_length),
+                "hf": lambda: carried_tokenizer(files.hf_folder, dictionary, model_max_length)}
     try:
-        if kind == "gpt2":
-            return gpt2_tokenizer(files.gpt2_encoder_json, files.gpt2_vocab_bpe, dictionary, model_max_length)
-        if kind == "sentencepiece":
-            return sentencepiece_tokenizer(files.sentencepiece_model, dictionary, model_max_length)
-        if kind == "hf":
-            return carried_tokenizer(files.hf_folder, dictionary, model_max_length)
+        if files.kind is not None:
+            return builders[files.kind]()
     except ImportError as error:
         raise ImportError(f"exporting a tokenizer needs transformers and tokenizers "
                           f"(pip install 'fairseq-longformer[hf]'): {error}") from error
@@ -252,8 +195,7 @@ def build_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
 
 
 def save_tokenizer(folder, tokenizer, extra_files: Dict[str, object]) -> None:
-    """Write ``tokenizer`` (from ``build_tokenizer``) into ``folder``, with the extra files
-    transformers 4.x's slow GPT-2 tokenizer reads (vocab.json, merges.txt) when there are any."""
+    """``tokenizer`` into ``folder``, with the vocab.json / merges.txt transformers 4.x's slow GPT-2 tokenizer reads."""
     tokenizer.save_pretrained(str(folder))
     if "vocab.json" in extra_files:
         with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:

@@ -1,7 +1,6 @@
 """The Longformer family: fairseq's Longformer (masked-LM, classification, QA heads) <-> HF
-``LongformerFor*`` (and RoBERTa-family folders on import): key map, config, tensors both ways.
-HF's token_type row 0 is folded into the positions on import (a zero row on export); tied, the HF
-decoder weight is not written. Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
+``LongformerFor*`` (RoBERTa-family folders on import). HF's token_type row 0 is folded into the
+positions on import (a zero row on export). Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,32 +11,27 @@ from torch import Tensor
 
 from ...models.global_projections import add_missing_global_projections
 from ...tasks.longformer_mlm import batch_pad_multiple
-from ..rules import (
-    UNCHECKED, extend_positions, filled_from, from_hf_windows, renamed, rule_problems, shape_of, table_keys,
-    to_hf_windows,
-)
-from .longformer_heads import HEAD_MODULES, HEAD_TASKS, HeadRef, head_config
+from ..rules import UNCHECKED, check_shapes, extend_positions, filled_from, from_hf_windows, is_exact_gelu, renamed, \
+    rule_problems, shape_of, table_keys, window_problems
+from .longformer_heads import HEAD_MODULES, HEAD_TASKS, HeadRef, head_config, head_outputs, head_problems, \
+    head_warnings, model_heads
 
 logger = logging.getLogger(__name__)
 
-# The key table, one row per module: fairseq module, HF module, weight shape, bias shape (None: no
-# such tensor), when it applies ("all"; "global": HF Longformer only; "lm": the masked-LM head;
-# "untied": the LM head's own output projection, when not tied to the token embeddings).
+# The key table: fairseq module, HF module, weight shape, bias shape (None: no such tensor), when it
+# applies ("global": HF Longformer only; "lm": the LM head; "untied": its own output projection).
 FS_ENCODER = "encoder.sentence_encoder."
 FS_LAYER = FS_ENCODER + "layers.{i}."
 HF_LAYER = "{base}.encoder.layer.{i}."
 _CC, _FC, _CF, _C, _F = ("C", "C"), ("F", "C"), ("C", "F"), ("C",), ("F",)
-
-MODULE_TABLE: Tuple[Tuple[str, str, Optional[Tuple[str, ...]], Optional[Tuple[str, ...]], str], ...] = (
+MODULE_TABLE = (
     (FS_ENCODER + "embed_tokens", "{base}.embeddings.word_embeddings", ("V", "C"), None, "all"),
     (FS_ENCODER + "embed_positions", "{base}.embeddings.position_embeddings", ("P", "C"), None, "all"),
     (FS_ENCODER + "layernorm_embedding", "{base}.embeddings.LayerNorm", _C, _C, "all"),
-    (FS_LAYER + "self_attn.q_proj", HF_LAYER + "attention.self.query", _CC, _C, "all"),
-    (FS_LAYER + "self_attn.k_proj", HF_LAYER + "attention.self.key", _CC, _C, "all"),
-    (FS_LAYER + "self_attn.v_proj", HF_LAYER + "attention.self.value", _CC, _C, "all"),
-    (FS_LAYER + "self_attn.q_global_proj", HF_LAYER + "attention.self.query_global", _CC, _C, "global"),
-    (FS_LAYER + "self_attn.k_global_proj", HF_LAYER + "attention.self.key_global", _CC, _C, "global"),
-    (FS_LAYER + "self_attn.v_global_proj", HF_LAYER + "attention.self.value_global", _CC, _C, "global"),
+    *((FS_LAYER + f"self_attn.{fs}_proj", HF_LAYER + f"attention.self.{hf}", _CC, _C, "all")
+      for fs, hf in (("q", "query"), ("k", "key"), ("v", "value"))),
+    *((FS_LAYER + f"self_attn.{fs}_global_proj", HF_LAYER + f"attention.self.{hf}_global", _CC, _C, "global")
+      for fs, hf in (("q", "query"), ("k", "key"), ("v", "value"))),
     (FS_LAYER + "self_attn.out_proj", HF_LAYER + "attention.output.dense", _CC, _C, "all"),
     (FS_LAYER + "self_attn_layer_norm", HF_LAYER + "attention.output.LayerNorm", _C, _C, "all"),
     (FS_LAYER + "fc1", HF_LAYER + "intermediate.dense", _FC, _F, "all"),
@@ -48,7 +42,12 @@ MODULE_TABLE: Tuple[Tuple[str, str, Optional[Tuple[str, ...]], Optional[Tuple[st
     ("encoder.lm_head", "lm_head", None, ("V",), "lm"),
     ("encoder.lm_head", "lm_head.decoder", ("V", "C"), None, "untied"),
 )
-# HF tensors with no fairseq counterpart, handled explicitly (see the module docstring).
+HEAD_TABLE = (  # as MODULE_TABLE, the head kind first ({name}: the head's name)
+    ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
+    ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
+    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)),
+)
+# HF tensors with no fairseq counterpart
 HF_TOKEN_TYPE = "{base}.embeddings.token_type_embeddings.weight"
 HF_DECODER_BIAS = "lm_head.decoder.bias"  # HF's alias of lm_head.bias
 HF_DECODER_WEIGHT = "lm_head.decoder.weight"
@@ -56,48 +55,34 @@ HF_IGNORED_BUFFERS = ("{base}.embeddings.position_ids", "{base}.embeddings.token
 FAIRSEQ_TIED_HEAD = "encoder.lm_head.weight"
 FAIRSEQ_TOKENS = FS_ENCODER + "embed_tokens.weight"
 FAIRSEQ_POSITIONS = FS_ENCODER + "embed_positions.weight"
-# The task heads, as MODULE_TABLE but with the head kind first ({name}: the head's name).
-HEAD_TABLE: Tuple[Tuple[str, str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
-    ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
-    ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
-    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)),
-)
-# The HF class of each export (head kind; None: the masked LM), and the prefix of its head's tensors.
 HF_ARCHITECTURES = {None: "LongformerForMaskedLM", "classification": "LongformerForSequenceClassification",
                     "span": "LongformerForQuestionAnswering"}
 HF_HEAD_PREFIXES = {None: "lm_head.", "classification": "classifier.", "span": "qa_outputs."}
-
 HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # source family -> base-model prefix
-# RoBERTa's family: transformers models with RoBERTa's modules under the same "roberta." names
-# (XLM-R, CamemBERT: fairseq-trained RoBERTas with a sentencepiece vocabulary), imported as
-# "roberta"; another model_type is taken when config.json's architectures names one of these
-# classes. BERT is not one: positions without fairseq's offset, segment embeddings, [CLS]/[SEP]
-# ids and layer-norm eps 1e-12 have no counterpart in fairseq's Longformer.
+# RoBERTa's family: RoBERTa's modules under "roberta." (XLM-R, CamemBERT: fairseq-trained RoBERTas
+# with a sentencepiece vocabulary). Not BERT: positions without fairseq's offset, segment embeddings,
+# [CLS]/[SEP] ids and layer-norm eps 1e-12 have no counterpart in fairseq's Longformer.
 ROBERTA_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert")
 ROBERTA_SHAPED = tuple(f"{prefix}For{head}" for prefix in ("Roberta", "XLMRoberta", "Camembert")
                        for head in ("MaskedLM", "SequenceClassification", "QuestionAnswering"))
-
-
-def source_family(config: Mapping) -> Optional[str]:
-    """"longformer" or "roberta" (the key of HF_BASE) for a folder's config.json, None if neither."""
-    model_type = config.get("model_type")
-    if model_type == "longformer":
-        return "longformer"
-    architectures = config.get("architectures") or []
-    if model_type in ROBERTA_MODEL_TYPES or (isinstance(architectures, list)
-                                             and any(a in ROBERTA_SHAPED for a in architectures)):
-        return "roberta"
-    return None
-
-
 FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
 WEIGHTS_NAME = "model.safetensors"
 
 
+def source_family(config: Mapping) -> Optional[str]:
+    """"longformer" or "roberta" (the key of HF_BASE) for a folder's config.json, None if neither."""
+    if config.get("model_type") == "longformer":
+        return "longformer"
+    architectures = config.get("architectures") or []
+    if config.get("model_type") in ROBERTA_MODEL_TYPES or (isinstance(architectures, list)
+                                                           and any(a in ROBERTA_SHAPED for a in architectures)):
+        return "roberta"
+    return None
+
+
 def key_map(num_layers: int, base: str = "longformer", global_projections: bool = True,
             tied: bool = True, head: Optional[HeadRef] = None) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
-    """fairseq key -> (HF key, symbolic shape) for every tensor the tables cover: the body, then
-    the LM head (``head`` None) or the task head ``head``."""
+    """fairseq key -> (HF key, symbolic shape): the body, then the LM head (``head`` None) or ``head``."""
     wanted = {"all", *(["global"] if global_projections else []), *(["lm"] if head is None else []),
               *(["untied"] if head is None and not tied else [])}
     rows = [row[:4] for row in MODULE_TABLE if row[4] in wanted]
@@ -105,15 +90,14 @@ def key_map(num_layers: int, base: str = "longformer", global_projections: bool 
     return table_keys(rows, {"i": num_layers}, base=base, name=head.name if head else "")
 
 
-def reverse_key_map(num_layers: int, base: str = "longformer", global_projections: bool = True,
-                    tied: bool = True, head: Optional[HeadRef] = None) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
-    """HF key -> (fairseq key, symbolic shape): the inverse of ``key_map``, never written by hand."""
-    return {hf: (fs, shape) for fs, (hf, shape) in key_map(num_layers, base, global_projections, tied, head).items()}
+def reverse_key_map(*args, **kwargs) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
+    """HF key -> (fairseq key, symbolic shape): ``key_map`` read the other way."""
+    return {hf: (fs, shape) for fs, (hf, shape) in key_map(*args, **kwargs).items()}
 
 
 @dataclass
 class ExportLayout:
-    """Everything the HF config needs, read from the built fairseq model (not from flags)."""
+    """What the HF config needs, read from the built fairseq model (not from flags); windows one-sided."""
 
     num_layers: int
     num_heads: int
@@ -122,12 +106,12 @@ class ExportLayout:
     vocab: int
     position_rows: int
     padding_idx: int
-    windows: Tuple[int, ...]  # one-sided w per layer
+    windows: Tuple[int, ...]
     layer_norm_eps: float
     dropout: float
     attention_dropout: float
     tied: bool
-    head: Optional[HeadRef] = None  # the task head exported; None: the LM head (a masked LM)
+    head: Optional[HeadRef] = None  # None: the LM head (a masked LM)
     outputs: int = 0  # L: the task head's outputs
     warnings: List[str] = field(default_factory=list)
 
@@ -135,79 +119,50 @@ class ExportLayout:
     def max_positions(self) -> int:
         return self.position_rows - self.padding_idx - 1
 
-    def dims(self) -> Dict[str, int]:
-        return {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows, "L": self.outputs}
+    def hf_config(self, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
+        """The LongformerConfig fields, each from the built model or its dictionary (``labels``: a
+        classification head's class names)."""
+        return {
+            "architectures": [HF_ARCHITECTURES[self.head and self.head.kind]], "vocab_size": self.vocab,
+            "hidden_size": self.hidden, "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
+            "intermediate_size": self.ffn, "hidden_act": "gelu", "hidden_dropout_prob": self.dropout,
+            "attention_probs_dropout_prob": self.attention_dropout, "max_position_embeddings": self.position_rows,
+            "type_vocab_size": 1,  # one all-zero row (fairseq has no segment embeddings)
+            "initializer_range": 0.02, "layer_norm_eps": self.layer_norm_eps, "pad_token_id": dictionary.pad(),
+            "bos_token_id": dictionary.bos(), "eos_token_id": dictionary.eos(),
+            "sep_token_id": dictionary.eos(),  # RoBERTa separates segments with </s>
+            "attention_window": [2 * w for w in self.windows], "tie_word_embeddings": self.tied,
+            **head_config(self.head, self.outputs, labels),
+        }
 
-    def hf_shapes(self) -> Dict[str, Tuple[int, ...]]:
-        """HF key -> shape of every tensor the export writes."""
-        dims = self.dims()
-        shapes = {hf: shape_of(spec, dims) for hf, (_, spec) in
-                  reverse_key_map(self.num_layers, "longformer", True, self.tied, self.head).items()}
-        shapes[HF_TOKEN_TYPE.format(base="longformer")] = (1, self.hidden)
-        if self.head is None:
-            shapes[HF_DECODER_BIAS] = (self.vocab,)
-        return shapes
-
-
-def hf_config_dict(layout: ExportLayout, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
-    """The LongformerConfig fields export writes, each from the built model or its dictionary (a
-    classification head's labels: ``labels``, the task's label dictionary after its specials)."""
-    return {
-        "architectures": [HF_ARCHITECTURES[layout.head and layout.head.kind]],
-        "vocab_size": layout.vocab,  # rows of embed_tokens == len(dictionary) incl. <mask>
-        "hidden_size": layout.hidden,  # embed_tokens.weight.shape[1] (--encoder-embed-dim)
-        "num_hidden_layers": layout.num_layers,  # len(encoder.layers) (--encoder-layers)
-        "num_attention_heads": layout.num_heads,  # self_attn.num_heads (--encoder-attention-heads)
-        "intermediate_size": layout.ffn,  # fc1.out_features (--encoder-ffn-embed-dim)
-        "hidden_act": "gelu",  # checked: fairseq's activation is exact GELU
-        "hidden_dropout_prob": layout.dropout,  # dropout_module.p (--dropout)
-        "attention_probs_dropout_prob": layout.attention_dropout,  # self_attn.config.dropout (--attention-dropout)
-        "max_position_embeddings": layout.position_rows,  # embed_positions rows = tokens + pad + 1
-        "type_vocab_size": 1,  # one all-zero row (fairseq has no segment embeddings)
-        "initializer_range": 0.02,  # fairseq's init_bert_params std (used only to init new heads)
-        "layer_norm_eps": layout.layer_norm_eps,  # LayerNorm.eps of every norm (checked equal)
-        "pad_token_id": dictionary.pad(),
-        "bos_token_id": dictionary.bos(),
-        "eos_token_id": dictionary.eos(),
-        "sep_token_id": dictionary.eos(),  # RoBERTa separates segments with </s>
-        "attention_window": to_hf_windows(layout.windows),  # TWO-sided, per layer
-        "tie_word_embeddings": layout.tied,  # lm_head.weight is embed_tokens.weight
-        **head_config(layout.head, layout.outputs, labels),
-    }
-
-
-def _left_out(key: str, mapping: Mapping, layout: ExportLayout) -> bool:
-    """fairseq tensors an export leaves out on purpose: version counters, heads other than the one
-    exported, and the LM head when a task head is exported."""
-    other_head = key.split(".")[0] in HEAD_MODULES.values() and key not in mapping
-    return key.endswith(".version") or other_head or (layout.head is not None and key.startswith("encoder.lm_head."))
-
-
-def fairseq_to_hf_state(state: Mapping[str, Tensor], layout: ExportLayout) -> Dict[str, Tensor]:
-    """fairseq state dict -> the tensors of model.safetensors (keys here, shapes by the caller)."""
-    mapping = key_map(layout.num_layers, "longformer", global_projections=True, tied=layout.tied, head=layout.head)
-    state = {k: v for k, v in state.items() if not _left_out(k, mapping, layout)}
-    if layout.tied and layout.head is None:
-        assert torch.equal(state[FAIRSEQ_TIED_HEAD], state[FAIRSEQ_TOKENS]), "tied LM head differs from embeddings"
-        state.pop(FAIRSEQ_TIED_HEAD)
-    out = renamed(state, {fs: hf for fs, (hf, _) in mapping.items()}, "fairseq state dict does not match the key map")
-    out = {hf: value.detach().to("cpu", torch.float32).contiguous().clone() for hf, value in out.items()}
-    # No fairseq counterpart: one zero row adds nothing to any embedding.
-    out[HF_TOKEN_TYPE.format(base="longformer")] = torch.zeros(1, layout.hidden)
-    if layout.head is None:  # HF's alias of lm_head.bias (tied in HF): written so every HF version finds it.
-        out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
-    return out
+    def hf_state(self, state: Mapping[str, Tensor]) -> Dict[str, Tensor]:
+        """fairseq state dict -> the tensors of model.safetensors; left out on purpose: version
+        counters, heads other than the one exported, the LM head of a head export."""
+        mapping = key_map(self.num_layers, tied=self.tied, head=self.head)
+        state = {k: v for k, v in state.items() if not (
+            k.endswith(".version") or (k.split(".")[0] in HEAD_MODULES.values() and k not in mapping)
+            or (self.head is not None and k.startswith("encoder.lm_head.")))}
+        if self.tied and self.head is None:
+            assert torch.equal(state[FAIRSEQ_TIED_HEAD], state[FAIRSEQ_TOKENS]), "tied LM head differs from embeddings"
+            state.pop(FAIRSEQ_TIED_HEAD)
+        out = renamed(state, {fs: hf for fs, (hf, _) in mapping.items()}, "fairseq state dict does not match the key map")
+        out = {hf: value.detach().to("cpu", torch.float32).contiguous().clone() for hf, value in out.items()}
+        out[HF_TOKEN_TYPE.format(base="longformer")] = torch.zeros(1, self.hidden)  # adds nothing to any embedding
+        if self.head is None:  # HF's alias of lm_head.bias: written so every HF version finds it
+            out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
+        dims = {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows, "L": self.outputs}
+        check_shapes(out, {**{hf: shape_of(spec, dims) for hf, spec in mapping.values()},
+                           HF_TOKEN_TYPE.format(base="longformer"): (1, self.hidden),
+                           **({HF_DECODER_BIAS: (self.vocab,)} if self.head is None else {})}, "exported tensors")
+        return out
 
 
 def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tensor], forward: Mapping,
                         token_type_key: str, max_positions: int, copy_global: bool, tied: bool,
                         warnings: List[str]) -> Dict[str, Tensor]:
-    """HF tensors (keys and shapes already checked) -> the state dict of the built fairseq model
-    ``template``: the key map ``forward`` applied, token type row 0 folded into the positions
-    (every token gets exactly one position row, so the sum is unchanged), positions extended,
-    global projections copied from Q, K, V when the source has none (``copy_global``: a RoBERTa;
-    the paper's init), the LM head re-tied; what the map does not fill (version counters, a head
-    model's LM head) is the builder's."""
+    """Checked HF tensors -> the built fairseq model's state (``template``) through ``forward``: token
+    type row 0 folded into the positions (every token gets one position row: the sum is unchanged),
+    positions extended, global Q/K/V copied from Q, K, V for a RoBERTa (``copy_global``), LM head re-tied."""
     new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
     positions = new[FAIRSEQ_POSITIONS]
     token_types = state[token_type_key].to(torch.float32)
@@ -226,8 +181,7 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tens
                        "imported fairseq state")
 
 
-# config.json entry -> the HF tensor (base-model prefix "{base}") and dimension that hold the same
-# number: checked against the tensors before anything is sized by the config.
+# config.json entry -> the HF tensor and dimension holding the same number (checked before sizing anything)
 HF_SIZES = {
     "vocab_size": ("{base}.embeddings.word_embeddings.weight", 0),
     "hidden_size": ("{base}.embeddings.word_embeddings.weight", 1),
@@ -235,8 +189,6 @@ HF_SIZES = {
     "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0),
 }
 HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
-
-
 FAIRSEQ_IDS = (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))  # fixed by fairseq's Dictionary
 CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries config.json has are checked
     ("hidden_act", UNCHECKED, lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only"),
@@ -251,10 +203,10 @@ CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries conf
 )
 
 
-def config_problems(config: Mapping, model_type: str) -> List[str]:
+def config_problems(config: Mapping) -> List[str]:
     """What in a HF config.json fairseq's Longformer cannot take, one line each (no size is read)."""
-    # CamemBERT's released config says bos 5, eos 6: its tokenizer's <s>, </s>, with fairseq's ids 0
-    # and 2 kept as <s>NOTUSED, </s>NOTUSED (checked, with a warning, against the tokenizer on import)
+    # CamemBERT's config says bos 5, eos 6 (its tokenizer's <s>, </s>), fairseq's ids 0 and 2 kept as
+    # <s>NOTUSED, </s>NOTUSED: checked, with a warning, against the tokenizer on import
     ids = FAIRSEQ_IDS[:1] if config.get("model_type") == "camembert" else FAIRSEQ_IDS
     return rule_problems(config, CONFIG_RULES + tuple(
         (name, UNCHECKED, lambda v, i=i: v is None or v == i, f"fairseq's Dictionary fixes this id to {i}")
@@ -262,17 +214,116 @@ def config_problems(config: Mapping, model_type: str) -> List[str]:
 
 
 def size_problems(config: Mapping, model_type: str) -> List[str]:
-    """What in a HF config.json, its sizes checked against the tensors, fairseq's Longformer
-    cannot take: heads that do not divide the width, windows that are not one per layer."""
+    """Sizes (checked against the tensors) fairseq's Longformer cannot take: heads, windows."""
     problems: List[str] = []
     heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
     if heads < 1 or hidden % heads:
         problems.append(f"num_attention_heads = {heads} does not divide hidden_size {hidden}")
     if model_type == "longformer":
-        _, problem = from_hf_windows(config.get("attention_window"), int(config["num_hidden_layers"]))
-        if problem:
-            problems.append(problem)
+        problem = from_hf_windows(config.get("attention_window"), int(config["num_hidden_layers"]))[1]
+        problems += [problem] if problem else []
     return problems
+
+
+def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLayout:
+    """The exportable layout of a built fairseq Longformer with ``head`` (None: its LM head); ValueError
+    naming every setting the HF class cannot represent (and why), before anything is written."""
+    from fairseq.modules import LearnedPositionalEmbedding
+
+    from ...models.longformer import LongformerModel
+    from ...modules.self_attention import LongformerSelfAttention
+
+    if not isinstance(model, LongformerModel):
+        raise ValueError(f"expected a fairseq Longformer (model 'longformer'), got {type(model).__name__}: "
+                         "convert a RoBERTa checkpoint with longformer-convert-roberta first")
+    encoder = model.encoder.sentence_encoder
+    layers = list(encoder.layers)
+    windows = [layer.self_attn.config.pattern.window for layer in layers
+               if isinstance(layer.self_attn, LongformerSelfAttention)]
+    problems: List[str] = window_problems(windows)
+    for i, layer in enumerate(layers):
+        attn = layer.self_attn
+        if not isinstance(attn, LongformerSelfAttention):
+            problems.append(f"layer {i}: self-attention is {type(attn).__name__}, not LongformerSelfAttention")
+            continue
+        pattern = attn.config.pattern
+        per_head = pattern.dilation_per_head(attn.num_heads)
+        if len(set(per_head)) > 1:
+            problems.append(
+                f"--attention-dilation: layer {i} uses a different dilation per head "
+                f"({':'.join(map(str, per_head))}); HF Longformer applies one undilated window to every head")
+        elif per_head[0] > 1:
+            problems.append(f"--attention-dilation: layer {i} has dilation {per_head[0]}; HF Longformer has no "
+                            "dilated attention (its sliding window is contiguous)")
+        if pattern.causal:
+            problems.append(f"--attention-causal: layer {i} is causal (token i sees i-w..i); HF Longformer's "
+                            "sliding window is always two-sided")
+        if getattr(layer, "normalize_before", False):
+            problems.append(f"--encoder-normalize-before: layer {i} applies layer norm before attention "
+                            "(pre-LN); HF Longformer is post-LN")
+        if not is_exact_gelu(layer.activation_fn):
+            problems.append(f"--activation-fn: layer {i} uses {_name(layer.activation_fn)}; only exact GELU "
+                            "('gelu') is exportable (HF's LM head hard-codes it)")
+    if encoder.layer_norm is not None:
+        problems.append("--encoder-normalize-before: the encoder ends in a final layer norm; HF Longformer has none")
+    if encoder.layernorm_embedding is None:
+        problems.append("--layernorm-embedding is off: HF Longformer always normalizes the embeddings")
+    if float(encoder.embed_scale) != 1.0:
+        problems.append(f"--no-scale-embedding is off: embeddings are scaled by {float(encoder.embed_scale):g}; "
+                        "HF Longformer does not scale them")
+    if not isinstance(encoder.embed_positions, LearnedPositionalEmbedding):
+        problems.append(f"positions are {type(encoder.embed_positions).__name__}; HF Longformer has learned "
+                        "positions only (--encoder-learned-pos)")
+    if encoder.quant_noise is not None or getattr(layers[0] if layers else None, "quant_noise", 0):
+        problems.append("--quant-noise-pq: quantization noise has no HF equivalent")
+    lm_head = model.encoder.lm_head
+    hidden = encoder.embed_tokens.weight.shape[1]
+    if head is not None:
+        problems += head_problems(model, head, hidden)
+    elif not is_exact_gelu(lm_head.activation_fn):
+        problems.append(f"--activation-fn: the LM head uses {_name(lm_head.activation_fn)}; HF's Longformer LM head "
+                        "hard-codes exact GELU")
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    eps = sorted({float(m.eps) for m in norms})
+    if len(eps) > 1:
+        problems.append(f"layer norms use different epsilons {eps}; HF has one layer_norm_eps")
+    vocab = encoder.embed_tokens.weight.shape[0]
+    if len(dictionary) != vocab:
+        problems.append(f"the dictionary has {len(dictionary)} symbols (with <mask>) but the embeddings have "
+                        f"{vocab} rows: pass the dict.txt the model was trained with (--dict)")
+    position_pad = getattr(encoder.embed_positions, "padding_idx", dictionary.pad())
+    if position_pad != dictionary.pad():
+        problems.append(f"the position table's padding_idx {position_pad} is not the "
+                        f"dictionary's <pad> {dictionary.pad()}: HF derives position ids from pad_token_id")
+    if problems:
+        raise ValueError(f"cannot export to Hugging Face {HF_ARCHITECTURES[head and head.kind]}, nothing was "
+                         "written: " + "; ".join(problems))
+
+    warnings = []
+    others = [h for h in model_heads(model) if h != head]
+    if others:
+        warnings.append(f"heads {[h.name for h in others]} are not exported (a Hugging Face model carries one head)")
+    dropout = float(layers[0].dropout_module.p)
+    if head is not None:
+        warnings += head_warnings(model, head, dropout)
+    activation_dropout = float(getattr(layers[0].activation_dropout_module, "p", 0.0))
+    if activation_dropout > 0:
+        warnings.append(f"--activation-dropout {activation_dropout} is not exported: HF has no dropout after the "
+                        "FFN activation (training only; outputs in eval mode are unaffected)")
+    if float(getattr(encoder, "encoder_layerdrop", 0.0) or 0.0) > 0:
+        warnings.append(f"--encoder-layerdrop {encoder.encoder_layerdrop} is not exported: HF has no layer drop "
+                        "(training only; outputs in eval mode are unaffected)")
+    attention = layers[0].self_attn
+    return ExportLayout(
+        num_layers=len(layers), num_heads=attention.num_heads, hidden=hidden, ffn=layers[0].fc1.out_features,
+        vocab=vocab, position_rows=encoder.embed_positions.weight.shape[0], padding_idx=dictionary.pad(),
+        windows=tuple(windows), layer_norm_eps=eps[0] if eps else FAIRSEQ_LAYERNORM_EPS, dropout=dropout,
+        attention_dropout=float(attention.config.dropout), tied=lm_head.weight is encoder.embed_tokens.weight,
+        head=head, outputs=head_outputs(model, head) if head is not None else 0, warnings=warnings)
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", repr(fn))
 
 
 def fairseq_args(data: Path, layers, hidden, ffn, heads, windows, max_positions, dropout, attention_dropout,

@@ -1,6 +1,5 @@
-"""The task head of a fine-tuned Longformer at the HF boundary: which head an export carries, the
-HF class computing it, its labels (label/dict.txt after the specials) and the fairseq task
-training it. Heads no transformers class computes (HotpotQA, WikiHop, coref) are refused."""
+"""The task head of a fine-tuned Longformer at the HF boundary: which head an export carries, its HF
+class, labels and training task. Heads no transformers class computes (HotpotQA, WikiHop, coref) are refused."""
 from dataclasses import dataclass, fields
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
@@ -20,8 +19,7 @@ HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"} 
 
 @dataclass(frozen=True)
 class HeadTask:
-    """The fairseq task that trains a head kind: its name, the config field naming its head, and
-    the dictionaries its ``setup_task`` reads (relative to ``--data``)."""
+    """The fairseq task training a head kind, the config field naming its head, the dictionaries it reads."""
 
     task: str
     name_field: str
@@ -45,14 +43,21 @@ HEAD_TASKS = {
     "span": HeadTask("longformer_qa", "span_head_name", "dict.txt"),
 }
 MLM_TOKEN_DICT = "dict.txt"  # longformer_mlm reads DATA/dict.txt
+HOTPOTQA_HEAD = ("a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting paragraphs "
+                 "and sentences)")
+NO_HF_CLASS = {  # a tensor only that head holds -> what it is (span heads told apart by their layers' names)
+    "question_type.out_proj.weight": HOTPOTQA_HEAD,
+    "question_type.weight": HOTPOTQA_HEAD,  # checkpoints from before its type head had two layers
+    "candidate_score.weight": "a WikiHop candidate head (task longformer_wikihop: one logit per [ent] token)",
+    "mention_ffnn.0.weight": "a coreference head (task longformer_coref: the coarse-to-fine span and antecedent "
+                             "scorer)",
+}
 
 
 def dictionary_files(task_name: Optional[str]):
     """(token dict, label dict or None) that task ``task_name`` reads, relative to its --data."""
-    for head_task in HEAD_TASKS.values():
-        if head_task.task == task_name:
-            return head_task.token_dict, head_task.label_dict
-    return MLM_TOKEN_DICT, None
+    return next(((t.token_dict, t.label_dict) for t in HEAD_TASKS.values() if t.task == task_name),
+                (MLM_TOKEN_DICT, None))
 
 
 def model_heads(model) -> List[HeadRef]:
@@ -66,8 +71,7 @@ def checkpoint_heads(model_state: Mapping[str, Tensor]) -> List[HeadRef]:
 
 
 def choose_head(heads: Sequence[HeadRef], name: Optional[str], where: str) -> Optional[HeadRef]:
-    """The head to export: the one named, else the only one; None (a masked LM) when there is none
-    and none is named. ValueError naming the heads when that is ambiguous or the name is absent."""
+    """The head to export: the one named, else the only one, else None (a masked LM)."""
     listing = ", ".join(f"{h.name!r} ({h.kind})" for h in heads) or "none"
     if name is None:
         if len(heads) > 1:
@@ -81,24 +85,9 @@ def choose_head(heads: Sequence[HeadRef], name: Optional[str], where: str) -> Op
     return named[0]
 
 
-HOTPOTQA_HEAD = ("a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting paragraphs "
-                 "and sentences)")
-# a tensor only that head holds -> what it is (span heads are told apart by their layers' names)
-NO_HF_CLASS = {
-    "question_type.out_proj.weight": HOTPOTQA_HEAD,
-    "question_type.weight": HOTPOTQA_HEAD,  # checkpoints from before its type head had two layers
-    "candidate_score.weight": "a WikiHop candidate head (task longformer_wikihop: one logit per [ent] token)",
-    "mention_ffnn.0.weight": "a coreference head (task longformer_coref: the coarse-to-fine span and antecedent "
-                             "scorer)",
-}
-
-
 def refuse_heads_without_hf_class(head: Optional[HeadRef], tensor_names) -> None:
-    """ValueError (one line) when ``head``, holding ``tensor_names``, is a head no transformers
-    class computes; it names the encoder-only export."""
-    if head is None or head.kind != "span":
-        return
-    for name, what in NO_HF_CLASS.items():
+    """ValueError (one line) when ``head``, holding ``tensor_names``, is a head no transformers class computes."""
+    for name, what in NO_HF_CLASS.items() if head is not None and head.kind == "span" else ():
         if name in tensor_names:
             raise ValueError(f"head {head.name!r} is {what}, which no transformers class computes: nothing written; "
                              "export the encoder alone with --encoder-only (LongformerForMaskedLM, whose encoder "
@@ -118,16 +107,14 @@ def register_head(model, head: HeadRef, outputs: int, inner_dim: Optional[int] =
 
 
 def checkpoint_head_tensors(model_state: Mapping[str, Tensor], head: HeadRef) -> Dict[str, Tensor]:
-    """The head's tensors, keyed by name inside the head. Taken before fairseq's loader runs: its
-    upgrade deletes, in place, heads its task did not register."""
+    """The head's tensors by name inside it, taken before fairseq's loader deletes heads its task lacks."""
     prefix = f"{HEAD_MODULES[head.kind]}.{head.name}."
     return {key[len(prefix):]: value for key, value in model_state.items() if key.startswith(prefix)}
 
 
 def keep_only_head(model, head: Optional[HeadRef], tensors: Mapping[str, Tensor]) -> None:
-    """Leave ``model`` with exactly ``head`` (or none), holding the checkpoint's ``tensors``: fairseq's
-    loader silently gives a head of another size (a wrong label dictionary) fresh weights, and an
-    export must carry the trained weights or nothing."""
+    """Leave ``model`` with exactly ``head`` (or none) holding ``tensors``: fairseq's loader silently gives
+    a head of another size fresh weights, and an export must carry the trained weights or nothing."""
     for attr in HEAD_MODULES.values():
         getattr(model, attr, nn.ModuleDict()).clear()
     if head is None:
@@ -146,11 +133,10 @@ def head_outputs(model, head: HeadRef) -> int:
 
 
 def head_problems(model, head: HeadRef, hidden: int) -> List[str]:
-    """What HF's head class cannot represent, one line each (flag and reason)."""
-    module = head_module(model, head)
+    """What HF's head class cannot represent, one line each (a span head is exactly HF's qa_outputs)."""
+    module, problems = head_module(model, head), []
     if head.kind != "classification":
-        return []  # LongformerSpanHead is exactly HF's qa_outputs
-    problems = []
+        return problems
     if module.dense.out_features != hidden:
         problems.append(f"classification head {head.name!r}: inner dimension {module.dense.out_features}; HF's "
                         f"classifier.dense is hidden x hidden ({hidden})")
@@ -172,9 +158,8 @@ def head_warnings(model, head: HeadRef, dropout: float) -> List[str]:
 
 
 def head_config(head: Optional[HeadRef], outputs: int, labels: Optional[Sequence[str]] = None) -> Dict[str, object]:
-    """The LongformerConfig fields of a head export: num_labels (2 for QA) or, for classification,
-    id2label/label2id in class order (HF's LABEL_k without a label dictionary) and fairseq's
-    single-label cross-entropy as the problem type."""
+    """A head export's LongformerConfig fields: num_labels (QA), or id2label/label2id in class order (HF's
+    LABEL_k without a label dictionary) and single-label cross-entropy (classification)."""
     if head is None:
         return {}
     if head.kind == "span":
@@ -188,8 +173,7 @@ def head_config(head: Optional[HeadRef], outputs: int, labels: Optional[Sequence
 
 
 def task_labels(task, head: Optional[HeadRef]) -> Optional[List[str]]:
-    """The class names of ``head`` when it is the checkpoint task's own classification head (the
-    label dictionary's symbols after the specials); else None."""
+    """The class names of ``head`` when it is the checkpoint task's own classification head; else None."""
     if head is None or head.kind != "classification" or not hasattr(task, "label_dictionary"):
         return None
     if getattr(task.cfg, HEAD_TASKS["classification"].name_field, None) != head.name:
