@@ -67,6 +67,9 @@ setup(
         "fairseq-fixed==0.12.3.1",
         "numpy>=1.26",
         "sentencepiece>=0.1.99",
+        # sentencepiece's own sentencepiece_model_pb2 reads a .model file's pieces and settings
+        # (conversion/tokenizer.py); it imports protobuf, which sentencepiece does not require
+        "protobuf",
         "triton>=3.0; platform_system == 'Linux'",
         "tqdm",
         # fairseq's text-to-speech task logs "Please install tensorboardX" at every fairseq-train
