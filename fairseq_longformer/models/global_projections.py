@@ -1,10 +1,20 @@
-"""The global projections Q_g, K_g, V_g and their initialisation as copies of Q, K, V.
+"""The global projections Q_g, K_g, V_g and their initialisation as copies of Q, K, V (or, for a
+model trained from scratch, Q_g = K_g = a scaled identity: ``--global-init identity``).
 
 The paper initialises the global projections of a model continued from RoBERTa as copies of the
 local ones. That rule is needed wherever a model without them becomes a Longformer: a freshly
 built module, a RoBERTa state dict loaded into the model (``upgrade_state_dict_named``), the
 RoBERTa converter and the Hugging Face import of a RoBERTa folder. The name table and the copy
 live here, once.
+
+A model trained from scratch has nothing worth copying: with BERT's initialisation (std 0.02)
+every attention score is near 0, so a global token's attention is uniform over the whole input
+and a key's weight is 1 / N. A task whose global tokens must find the same token far away (a
+WikiHop candidate's name and its mentions in the supports) then gets gradients of order 1 / N
+for the match and, at the learning check's size, none of its seeds leaves chance. Starting Q_g
+and K_g as IDENTITY_SCALE * I makes a global token's score for a key the scaled dot product of
+their (layer-normed) inputs: it starts attending to copies of its own token, which the training
+keeps or unlearns.
 """
 import re
 from typing import List, MutableMapping
@@ -30,6 +40,26 @@ def copy_local_to_global(attention: nn.Module) -> None:
         target.weight.copy_(source.weight)
         if source.bias is not None:
             target.bias.copy_(source.bias)
+
+
+# Q_g = K_g = IDENTITY_SCALE * I: the score of a key holding the query's own token is
+# IDENTITY_SCALE^2 * |x_h|^2 / sqrt(d) = 2 * sqrt(d) per head of width d (unit-variance inputs:
+# 8 at d = 16), that of an unrelated token about 2 +- 2: copies win over the other tokens of a
+# few hundred (a larger scale saturates the softmax and its gradients)
+GLOBAL_INITS = ("copy", "identity")
+IDENTITY_SCALE = 1.4
+
+
+@torch.no_grad()
+def identity_global_queries_keys(attention: nn.Module) -> None:
+    """Set ``attention``'s q_global_proj and k_global_proj to IDENTITY_SCALE * I with zero bias
+    (under ``--no-global-projections`` those are the local Q and K: the projections global tokens
+    use); V_g is left as it is."""
+    for name in ("q_global_proj", "k_global_proj"):
+        projection = getattr(attention, name)
+        projection.weight.copy_(IDENTITY_SCALE * torch.eye(*projection.weight.shape))
+        if projection.bias is not None:
+            projection.bias.zero_()
 
 
 def add_missing_global_projections(state_dict: MutableMapping[str, Tensor], prefix: str = "") -> List[str]:

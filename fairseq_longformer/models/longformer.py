@@ -16,7 +16,9 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr, safe_hasattr
 
 from .arch_defaults import set_defaults
-from .global_projections import add_missing_global_projections, copy_local_to_global
+from .global_projections import (
+    GLOBAL_INITS, add_missing_global_projections, copy_local_to_global, identity_global_queries_keys,
+)
 from ..modules.attention_configs import add_attention_args, attention_configs
 from ..modules.encoder import LongformerEncoder
 from ..modules.self_attention import LongformerSelfAttention
@@ -84,6 +86,11 @@ class LongformerModel(RobertaModel):
         parser.add_argument("--no-global-projections", action="store_true",
                             help="global attention through the local Q, K, V instead of separate "
                                  "Q_g, K_g, V_g (the paper's 'no linear proj.' ablation)")
+        parser.add_argument("--global-init", choices=GLOBAL_INITS, default="copy",
+                            help="initial Q_g, K_g of a model built from scratch: copies of Q, K (the "
+                                 "paper's rule) or a scaled identity, so global tokens start attending "
+                                 "to copies of their own token (models/global_projections.py); a "
+                                 "restored checkpoint's weights replace either")
 
     @classmethod
     def build_model(cls, args, task):
@@ -100,6 +107,10 @@ class LongformerModel(RobertaModel):
         model = cls(args, encoder)
         if bool(safe_getattr(args, "no_global_projections", False)):
             share_global_projections(model)
+        if safe_getattr(args, "global_init", "copy") == "identity":
+            for module in model.modules():
+                if isinstance(module, LongformerSelfAttention) and hasattr(module, "q_global_proj"):
+                    identity_global_queries_keys(module)
         return apply_freezing_from_args(model, args)
 
     def __init__(self, args, encoder):
