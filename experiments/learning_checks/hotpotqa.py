@@ -31,6 +31,9 @@ BUDGETS = {"full": {"paragraphs": 10, "train": 1600, "valid": 200, "updates": 30
            "tiny": {"paragraphs": 4, "train": 24, "valid": 8, "updates": 2, "batch_size": 8, "lr": 1e-3,
                     "validate_every": 1, "vocab": 500}}
 MODEL = Model(positions=512)
+# every stage, from scratch: the paragraph score read at the title's first token, and global Q, K
+# started as a scaled identity (the module docstring says why)
+FROM_SCRATCH = ["--paragraph-score-token", "title", "--global-init", "identity"]
 
 
 def kept_only(items: List[dict], keep) -> List[dict]:
@@ -76,7 +79,7 @@ def stage_two(work: Path, name: str, files: Dict[str, Path], tokenizer: List[str
                                         str(MODEL.positions), *tokenizer)
     log = fine_tune(prepared[name], "longformer_hotpotqa", work / "logs" / f"{name}.seed{seed}.log", MODEL,
                     updates=budget["updates"], batch_size=budget["batch_size"], lr=budget["lr"], seed=seed,
-                    validate_every=budget["validate_every"])
+                    validate_every=budget["validate_every"], extra=FROM_SCRATCH)
     return {"f1": last_valid(log, "f1"), "curve": curve(log, "f1")}
 
 
@@ -86,7 +89,7 @@ def pipeline(work: Path, budget: dict, raw: Dict[str, Path], data1: Path, seed: 
     seed_dir = work / f"seed{seed}"
     log = fine_tune(data1, "longformer_hotpotqa", work / "logs" / f"stage1.seed{seed}.log", MODEL,
                     updates=budget["updates"], batch_size=budget["batch_size"], lr=budget["lr"], seed=seed,
-                    validate_every=budget["validate_every"], save_dir=seed_dir / "stage1")
+                    validate_every=budget["validate_every"], extra=FROM_SCRATCH, save_dir=seed_dir / "stage1")
     selected = select(seed_dir / "stage1" / "checkpoint_last.pt", data1, raw, seed_dir / "selected")
     kept = max(1, round(selected["valid"]["paragraphs_kept"]["mean"]))
     tokenizer = ["--sentencepiece-model", str(data1 / "spm.model"), "--srcdict", str(data1 / "dict.txt")]
