@@ -24,7 +24,10 @@ the title's first token and starting global Q, K as a scaled identity (``FROM_SC
 asked person's paragraph is the top one on 99-100% of valid by update 100 (in-process, paragraph
 loss alone, 2 layers): its title attends to the question's copy of its name. The brother's
 paragraph needs a second hop (A's paragraph names B) and stayed near chance within 200 updates
-(recall of the top 5: 75%, 2 or 3 layers)."""
+(recall of the top 5: 75%, 2 or 3 layers; on the 1,600 train questions the valid loss rose from
+update 150, memorising). On 6,400 train questions (none repeated within 400 updates) it moves:
+top-5 recall 85% with 2 layers and 87% with 3 at update 400 (valid loss 3.02 and 2.92 against
+3.14 for the asked paragraph alone), 72% at lr 2e-3. The budget here is still the one measured."""
 import json
 import random
 from pathlib import Path
