@@ -10,7 +10,8 @@ model grows its embedding, ``models/vocabulary.py``). Token classes: ``<s>`` cls
 attention on question, titles and sentence markers by default (``--global-classes
 question,title,sentence``). One head (``models/heads.py``) gives the answer's start and end over the
 sentences' tokens, the question type (span / yes / no) at ``<s>``, a supporting-paragraph logit at
-each ``<t>`` and a supporting-sentence logit at each ``[s]``; the criterion adds the four losses
+each ``<t>`` (or, ``--paragraph-score-token title``, at the title's first token) and a
+supporting-sentence logit at each ``[s]``; the criterion adds the four losses
 with the ``--*-loss-weight`` flags; validation decodes the supporting facts from exactly two
 paragraphs (``--evidence-decoding``, ``criterions/hotpotqa_decoding.py``). Each example is one
 input: ``longformer-prepare-task hotpotqa --max-input-tokens`` cut it to fit (and counted the supporting facts it cut away).
@@ -43,6 +44,13 @@ from .finetune_base import (
 from .token_classes import CLS, QUESTION, SENTENCE, TITLE
 
 MARKERS = ("[q]", "[/q]", "<t>", "</t>", "[s]")
+# where a paragraph's score is read, as an offset from its <t>: the marker itself (the paper's; a
+# pretrained encoder's <t> knows its title) or the title's first token. A global <t> attends to
+# the whole input with one query for every paragraph, the <t> embedding plus a position: a
+# from-scratch encoder has no position-to-position attention that would show it its own title,
+# and its paragraph loss stays at a constant predictor's; the title token itself can match the
+# question's copy of its name by identity.
+PARAGRAPH_SCORE_TOKENS = {"marker": 0, "title": 1}
 logger = logging.getLogger(__name__)
 
 
@@ -54,22 +62,28 @@ class LongformerHotpotQAConfig(LongformerFinetuneConfig):
     type_loss_weight: float = field(default=1.0, metadata={"help": "weight of the question-type (span/yes/no) loss"})
     paragraph_loss_weight: float = field(default=1.0, metadata={"help": "weight of the supporting-paragraph loss"})
     sentence_loss_weight: float = field(default=1.0, metadata={"help": "weight of the supporting-sentence loss"})
+    paragraph_score_token: ChoiceEnum(tuple(PARAGRAPH_SCORE_TOKENS)) = field(
+        default="marker", metadata={"help": "where the supporting-paragraph logit is read: the paragraph's <t> "
+                                            "(marker, the paper's) or its title's first token (title: an encoder "
+                                            "trained from scratch, whose global <t> has no view of its own title)"})
     evidence_decoding: ChoiceEnum(EVIDENCE_DECODINGS) = field(
         default="two_paragraphs", metadata={"help": "supporting facts from exactly two paragraphs (two_paragraphs, "
                                                     "the paper's) or every sentence above probability 1/2 (threshold)"})
 
 
 class HotpotQADataset(ExampleDataset):
-    """Items: an example's input (N,) tokens and (N,) token classes, the positions of its ``<t>``
-    and ``[s]`` markers, the input position of each of its sentence tokens, its record, and how
-    many of the file's questions it stands for (``stands_for``: 1, and for item 0 also the
+    """Items: an example's input (N,) tokens and (N,) token classes, the positions of its paragraph
+    scores (``titles``: each ``<t>`` plus ``title_offset``) and of its ``[s]`` markers, the input
+    position of each of its sentence tokens, its record, and how many of the file's questions it
+    stands for (``stands_for``: 1, and for item 0 also the
     ``file_questions - len(records)`` questions the reader dropped)."""
 
     def __init__(self, questions, titles, sentences, records: List[dict], dictionary: Dictionary,
                  max_positions: int, global_classes, multiple: int, shuffle: bool, seed: int,
-                 file_questions: int):
+                 file_questions: int, title_offset: int = 0):
         self.questions, self.titles, self.sentences, self.records = questions, titles, sentences, records
         self.dropped = file_questions - len(records)
+        self.title_offset = title_offset
         self.marker = {m: dictionary.index(m) for m in MARKERS}
         paragraphs = [len(r["paragraphs"]) for r in records]
         counts = [sum(n for _, n in r["paragraphs"]) for r in records]  # kept sentences per example
@@ -97,7 +111,7 @@ class HotpotQADataset(ExampleDataset):
         for _, count in record["paragraphs"]:
             piece = [m["<t>"], *self.titles[t].tolist(), m["</t>"]]
             pieces.append((piece, TITLE))
-            titles.append(at)
+            titles.append(at + self.title_offset)
             at, t = at + len(piece), t + 1
             for _ in range(count):
                 words = self.sentences[s].tolist()
@@ -164,7 +178,8 @@ class LongformerHotpotQATask(LongformerFinetuneTask):
         logger.info(f"{split}: scored over {questions} questions, {questions - len(records)} of them dropped by the "
                     "reader (malformed, or the answer's paragraph not selected), scored 0")
         return HotpotQADataset(fields["question"], fields["titles"], fields["sentences"], records, self.dictionary,
-                               self.cfg.max_positions, **self.batching(split), file_questions=questions)
+                               self.cfg.max_positions, **self.batching(split), file_questions=questions,
+                               title_offset=PARAGRAPH_SCORE_TOKENS[self.cfg.paragraph_score_token])
 
     def file_questions(self, split: str, examples: int) -> int:
         """The questions of the file ``split`` was prepared from (``stats.json``: examples written

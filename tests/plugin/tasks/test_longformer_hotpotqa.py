@@ -89,6 +89,28 @@ def test_gold_targets_point_at_the_answer_and_the_supporting_markers(hotpotqa_da
     assert spans > 0 and (sample["type_target"] > 0).any()
 
 
+def test_paragraph_score_token_title_reads_each_paragraph_at_its_titles_first_token(hotpotqa_data):
+    """A from-scratch encoder's global <t> has no view of its own title (the same query for every
+    paragraph): ``--paragraph-score-token title`` reads the score at the title's first token, the
+    same paragraphs and targets as at the markers."""
+    marker, _, _ = task_and_model(hotpotqa_data, "longformer_hotpotqa")
+    title, _, _ = task_and_model(hotpotqa_data, "longformer_hotpotqa", "--paragraph-score-token", "title")
+    d = title.source_dictionary
+    indices = list(range(len(title.load_dataset("valid"))))
+    at_marker, at_title = batch(marker, "valid", indices), batch(title, "valid", indices)
+    dataset = title.datasets["valid"]
+    valid = at_title["paragraph_valid"]
+    assert torch.equal(valid, at_marker["paragraph_valid"])
+    assert torch.equal(at_title["paragraph_target"], at_marker["paragraph_target"])
+    assert torch.equal(at_title["paragraph_positions"][valid], at_marker["paragraph_positions"][valid] + 1)
+    for row, i in enumerate(at_title["id"].tolist()):
+        tokens = at_title["net_input"]["src_tokens"][row]
+        first = dataset.first_title[i]
+        want = [int(dataset.titles[first + p][0]) for p in range(len(dataset.records[i]["paragraphs"]))]
+        assert tokens[at_title["paragraph_positions"][row][valid[row]]].tolist() == want
+        assert d.index("<t>") not in want
+
+
 def test_head_shapes(hotpotqa_data):
     head = LongformerHotpotQAHead(16)
     out = head(torch.randn(3, 11, 16))
