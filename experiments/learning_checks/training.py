@@ -48,8 +48,18 @@ def fine_tune(data: Path, task: str, log: Path, model: Model, *, updates: int, b
            "--max-epoch", "100000", "--log-format", "simple", "--log-interval", str(max(1, validate_every))]
     # every run its own --save-dir, even unsaved: fairseq-train locks the folder (default ./checkpoints)
     cmd += ["--save-dir", str(save_dir or log.with_suffix(".checkpoints"))]
+    if save_dir is not None:
+        drop_stale_checkpoints(save_dir)
     cmd += ["--no-save"] if save_dir is None else ["--no-epoch-checkpoints"]
     return run(f"{task} seed {seed}", [*cmd, *extra], log, threads=1)
+
+
+def drop_stale_checkpoints(save_dir: Path) -> None:
+    """Remove the checkpoints an earlier run of the check left in its own ``save_dir``: fairseq-train
+    resumes from a checkpoint_last.pt it finds there, so a rerun would silently continue the old
+    run's weights (and its design, if the check changed since) instead of training from scratch."""
+    for stale in Path(save_dir).glob("checkpoint*.pt"):
+        stale.unlink()
 
 
 def curve(log: str, metric: str, subset: str = "valid") -> List[Tuple[int, float]]:

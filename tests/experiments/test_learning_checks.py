@@ -11,6 +11,7 @@ import pytest
 
 from longformer_experiments.hotpotqa_small.data import records
 from longformer_experiments.learning_checks import common, coref, extractive_qa, hotpotqa, main, page
+from longformer_experiments.learning_checks import training
 from longformer_experiments.learning_checks.training import LoadSampler, curve
 from longformer_experiments.runner import KJV
 
@@ -149,3 +150,18 @@ def test_each_check_runs_end_to_end_at_its_tiny_budget(tmp_path, name):
         assert "stated before the numbers" in text and "Regenerate:" in text
         saved = json.loads(path.with_suffix(".json").read_text())
         assert saved["seeds"] == [1] and saved["provenance"]["commit"] and saved["load"]["samples"] >= 1
+
+
+def test_a_saved_run_starts_from_scratch_not_from_an_earlier_runs_checkpoint(tmp_path, monkeypatch):
+    """fairseq-train resumes from the checkpoint_last.pt in its --save-dir: a rerun of a check that
+    keeps its checkpoint (HotpotQA's stage one) must not find the earlier run's there."""
+    save_dir = tmp_path / "stage1"
+    save_dir.mkdir()
+    (save_dir / "checkpoint_last.pt").write_bytes(b"an earlier run")
+    seen = {}
+    monkeypatch.setattr(training, "run", lambda name, cmd, log, threads: seen.update(
+        cmd=cmd, left=sorted(p.name for p in save_dir.iterdir())) or "")
+    training.fine_tune(tmp_path / "data", "longformer_hotpotqa", tmp_path / "stage1.log", training.Model(),
+                       updates=2, batch_size=2, lr=1e-3, seed=1, validate_every=1, save_dir=save_dir)
+    assert seen["left"] == []
+    assert seen["cmd"][seen["cmd"].index("--save-dir") + 1] == str(save_dir)
