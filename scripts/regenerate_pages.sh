@@ -23,7 +23,13 @@
 #                          led_encoder_16384_1layer: one call each, 25 minutes per run)  about 200 s
 #   charlm_step_cpu        char-LM step at 4,096 characters, Longformer against dense, 5 steps,
 #                          2 threads (was 3 steps at 1 thread, 462 s)                     about 400 s
-# Total about 980 s (16 minutes) of measuring, plus up to a minute before each later stage for
+#   hf_accelerate_cpu      transformers' Longformer / LED stock against accelerate(), 1 layer of
+#                          longformer-base (forward and forward+backward at 4,096, the LED encoder
+#                          at 16,384, LED generation from 4,096), 2 threads, 5 runs     about 160 s
+#   hf_accelerate_cpu_1thread  the same at 1 thread                                 about 300 s
+#   hf_accelerate_cpu_short    the same cases on short inputs (512 tokens, the LED encoder at 1,024,
+#                          generation from 512: one window or less), 2 threads        about 40 s
+# Total about 1,480 s (25 minutes) of measuring, plus up to a minute before each later stage for
 # the load average to fall back to 1 after the one before (each command waits for it), plus the
 # page check: about 19 minutes. Each stage line prints its elapsed seconds and the load average.
 # Not re-measured (each run takes 30-60 minutes; their pages say so at their top):
@@ -40,12 +46,18 @@ if [[ "${SMOKE:-0}" == 1 ]]; then
   led=(--lengths 128,256 --layers 1 --heads 2 --head-dim 16 --ffn 64 --vocab 1000 --window 32 --check-length 32
        --repeats 5)
   lm=(--lengths 256 --repeats 5)
+  hf=(--length 256 --led-length 256 --gen-length 128 --new-tokens 2 --layers 1 --hidden 64 --heads 2 --ffn 128
+      --window 32 --led-window 32 --runs 5)
+  hf_short=("${hf[@]}")
 else
   onnx=(--runs 5)
   mlm=(--lengths 4096 --layers 4 --repeats 5)
   led=(--lengths 4096,8192 --layers 1 --repeats 5)
   lm=(--lengths 4096 --repeats 5)
+  hf=(--runs 5)
+  hf_short=(--length 512 --led-length 1024 --gen-length 512 --runs 5)
 fi
+serving=(--cases longformer_forward,longformer_fwd_bwd,led_encoder_forward,led_generate)
 
 stage onnx_cpu
 longformer-bench-hf "${onnx[@]}" "${load[@]}" --cases onnx_forward --threads 2 --out-dir "$OUT" --name onnx_cpu
@@ -61,6 +73,17 @@ longformer-bench-led "${led[@]}" "${load[@]}" --threads 2 --out-dir "$OUT" --nam
 stage charlm_step_cpu
 longformer-bench-lm "${lm[@]}" "${load[@]}" --threads 2 --out-dir "$OUT" --name charlm_step_cpu \
   --markdown "$OUT/charlm_step_cpu.md"
+
+stage hf_accelerate_cpu
+longformer-bench-hf "${hf[@]}" "${load[@]}" --cases longformer_forward,longformer_fwd_bwd,led_encoder_forward,led_generate,onnx_forward \
+  --threads 2 --out-dir "$OUT" --name hf_accelerate_cpu
+
+stage hf_accelerate_cpu_1thread
+longformer-bench-hf "${hf[@]}" "${load[@]}" --cases longformer_forward,longformer_fwd_bwd,led_encoder_forward,led_generate,onnx_forward \
+  --threads 1 --out-dir "$OUT" --name hf_accelerate_cpu_1thread
+
+stage hf_accelerate_cpu_short
+longformer-bench-hf "${hf_short[@]}" "${load[@]}" "${serving[@]}" --threads 2 --out-dir "$OUT" --name hf_accelerate_cpu_short
 
 if [[ "$OUT" == docs/results ]]; then
   stage "every page against its data"
