@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rows", default=",".join(train_steps.ROWS),
                         help=f"comma-separated, from {','.join(train_steps.ROWS)} (default: all)")
     parser.add_argument("--checkpointing", default="off,on", help="activation checkpointing: off, on or off,on")
-    parser.add_argument("--max-batch", type=int, default=None, help="largest batch tried (default 64 on CUDA, 1 on CPU)")
+    parser.add_argument("--max-batch", type=int, default=None,
+                        help="largest batch tried on CUDA; the CPU's batch (default 64 on CUDA, 1 on CPU)")
     parser.add_argument("--repeats", type=int, default=None, help="timed steps per row (default 5 on CUDA, 1 on CPU)")
     parser.add_argument("--time-cap", type=float, default=60.0,
                         help="seconds a row's batch search may take before it stops doubling (default 60)")
