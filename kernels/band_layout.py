@@ -7,7 +7,8 @@ Shapes: S = B * H slices of M positions; c positions per query chunk, nb chunks 
 L = R * c keys per window (see ``BandLayout``).
 """
 import sys
-from typing import Optional, Tuple
+from contextlib import contextmanager
+from typing import Iterator, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -344,3 +345,22 @@ class BandDropout:
         rows = self.rows.view(self.layout.slices, -1, 1)
         keys = self.global_positions[self.batch_of_slice][:, None, :]  # (S, 1, G)
         return keep_from_rows(rows, keys, self.dropout).to(dtype).mul_(self.dropout.keep_scale)
+
+
+@contextmanager
+def dropout_pass(drop: Optional[BandDropout], last: bool) -> Iterator[None]:
+    """One pass of the band over every window under ``drop``'s masks (None: no dropout): its
+    group buffers go back to the pool when the pass ends, however it ends, and its hash words
+    too when this is the last pass (``last``: the backward) or the pass raised (no backward
+    will read them)."""
+    if drop is None:
+        yield
+        return
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        drop.end_pass()
+        if last or failed:
+            drop.release()

@@ -2,16 +2,14 @@
 
 Why: torch's CPU allocator hands large blocks back to the operating system when they are freed
 (glibc returns big chunks with munmap or trims them off the heap), so the next call of the same
-shape touches fresh pages and pays a page fault per 4 KiB. For the attention-dropout hash words
-of the PyTorch path (N = 4,096, 12 heads: 28 MiB per layer, written by the forward and read by
-the backward) and their per-pass buffers, that refaulting cost as much as a third of what
-dropout added to a forward and backward on a 2-core machine (measured with the kernel's
-counters: ~15,000 faults per backward with dropout, ~0 without). The band pass's per-group
-buffers (``scratch``/``release``) come from here too: with threads a group's scores are 32 MiB
-(``band_layout.GROUP_SCORES_THREADED``), above glibc's largest mmap threshold, so each of the
-four per call was a fresh mapping (~24,000 faults per forward and backward at N = 4,096, 0 with
-the pool; 7% less CPU time for the layer, measured side by side). A GPU has its own caching
-allocator: buffers on other devices pass straight through.
+shape touches fresh pages and pays a page fault per 4 KiB. The pool spares those page faults of
+fresh large allocations to the attention-dropout hash words of the PyTorch path (N = 4,096, 12
+heads: 28 MiB per layer, written by the forward and read by the backward) and their per-pass
+buffers, and to the band pass's per-group buffers (``PassBuffers``): with threads a group's
+scores are 32 MiB (``band_layout.GROUP_SCORES_THREADED``), above glibc's largest mmap
+threshold, so without the pool each of them would be a fresh mapping on every call (the kernel's
+page-fault counters tell the two apart). A GPU has its own caching allocator: buffers on other
+devices pass straight through.
 
 The pool holds at most ``POOL_BYTES``; a buffer is only ever handed to one caller at a time
 (``take`` removes it, ``give`` returns it), so its contents are whatever the last user left.
@@ -77,16 +75,32 @@ def _poolable(like: Tensor) -> bool:
     return type(like) is torch.Tensor and like.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-def scratch(like: Tensor, shape: Tuple[int, ...]) -> Tensor:
-    """An uninitialised buffer of ``shape`` with ``like``'s dtype and device for one pass, given
-    back with ``release``: from the pool for plain CPU tensors, fresh otherwise."""
-    if _poolable(like):
-        return POOL.take(shape, like.dtype, like.device)
-    return like.new_empty(shape)
+class PassBuffers:
+    """The buffers of one pass, all given back to the pool when the pass ends, however it ends
+    (an exception inside the pass included)::
 
+        with PassBuffers(like) as buffers:
+            scores = buffers.take((group, c, L))
 
-def release(*buffers: Tensor) -> None:
-    """Give ``scratch`` buffers back; the caller must not use them afterwards."""
-    for buffer in buffers:
-        if buffer is not None and _poolable(buffer):
+    ``take`` hands out an uninitialised buffer with ``like``'s dtype and device: from the pool
+    for plain CPU tensors, fresh otherwise. No buffer may be used after the ``with`` block."""
+
+    def __init__(self, like: Tensor):
+        self.like = like
+        self._taken: List[Tensor] = []
+
+    def take(self, shape: Tuple[int, ...]) -> Tensor:
+        if _poolable(self.like):
+            buffer = POOL.take(shape, self.like.dtype, self.like.device)
+            self._taken.append(buffer)
+            return buffer
+        return self.like.new_empty(shape)
+
+    def __enter__(self) -> "PassBuffers":
+        return self
+
+    def __exit__(self, *exc_info) -> bool:
+        taken, self._taken = self._taken, []
+        for buffer in taken:
             POOL.give(buffer)
+        return False  # an exception goes on

@@ -134,11 +134,17 @@ def hash_operands(row_steps: Tensor, group_steps: Tensor) -> Tuple[Tensor, Tenso
 
 def _launch(kernel, *arrays_and_scalars):
     numba = _kernels[0]
-    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    torch_threads = torch.get_num_threads()
+    threads = max(1, min(torch_threads, numba.config.NUMBA_NUM_THREADS))
     with _launch_lock:
         if numba.get_num_threads() != threads:
             numba.set_num_threads(threads)
         kernel(*(a.detach().numpy() if isinstance(a, Tensor) else a for a in arrays_and_scalars))
+    # numba's OpenMP layer shares torch's libgomp and, when it starts its pool (the first
+    # launch in a process), sets libgomp's count to NUMBA_NUM_THREADS: torch's own count
+    # (a thread policy's, a benchmark's --threads) would silently change with it
+    if torch.get_num_threads() != torch_threads:
+        torch.set_num_threads(torch_threads)
 
 
 def keep_times(src: Tensor, rows: Tensor, groups: Tensor, threshold: int, out: Optional[Tensor] = None) -> Tensor:

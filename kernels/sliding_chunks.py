@@ -40,8 +40,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .band_layout import BandDropout, BandLayout, exp_and_lse
-from .buffer_pool import release, scratch
+from .band_layout import BandDropout, BandLayout, dropout_pass, exp_and_lse
+from .buffer_pool import PassBuffers
 from .dilation_residues import from_residues, residue_global_keys, to_residues
 from .dropout import AttentionDropout, global_rows_keep
 from .global_keys import GlobalKeys
@@ -108,22 +108,21 @@ class _BandAttention(torch.autograd.Function):
         scale2 = scale * _LOG2_E  # base-2 scores
         out = torch.empty_like(q_chunks)
         lse = q.new_empty(layout.windows, layout.chunk, 1)
-        scores = scratch(q, (layout.group, layout.chunk, layout.width))  # pooled: see buffer_pool.py
-        for start, end in layout.groups():
-            block = scores[:end - start]
-            _scores_into(block, *_biases(band, key_bias, slice(start, end)), q_chunks[start:end],
-                         k_windows[start:end], scale2)
-            total = exp_and_lse(block, lse[start:end])  # the normaliser counts every key
-            if drop is not None:  # kept probabilities, times 1 / (1 - rate) through the (T, c, 1) sums
-                drop.keep_times(start, end, block, out=block)
-                total.mul_(1.0 - drop.dropout.rate)
-            torch.bmm(block, v_windows[start:end], out=out[start:end]).div_(total)
-        release(scores)
-        if drop is not None:
-            drop.end_pass()
-        if global_keys is not None:
-            glob = GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
-            glob.merge_into(out, lse, q_chunks, scale2, drop)
+        # pooled buffers (buffer_pool.py), given back however the pass ends
+        with PassBuffers(q) as buffers, dropout_pass(drop, last=False):
+            scores = buffers.take((layout.group, layout.chunk, layout.width))
+            for start, end in layout.groups():
+                block = scores[:end - start]
+                _scores_into(block, *_biases(band, key_bias, slice(start, end)), q_chunks[start:end],
+                             k_windows[start:end], scale2)
+                total = exp_and_lse(block, lse[start:end])  # the normaliser counts every key
+                if drop is not None:  # kept probabilities, times 1 / (1 - rate) through the (T, c, 1) sums
+                    drop.keep_times(start, end, block, out=block)
+                    total.mul_(1.0 - drop.dropout.rate)
+                torch.bmm(block, v_windows[start:end], out=out[start:end]).div_(total)
+            if global_keys is not None:
+                glob = GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
+                glob.merge_into(out, lse, q_chunks, scale2, drop)
 
         ctx.layout, ctx.scale, ctx.drop = layout, scale, drop
         ctx.save_for_backward(q_chunks, k_flat, v_flat, key_valid, global_keys, global_valid, out, lse,
@@ -145,52 +144,48 @@ class _BandAttention(torch.autograd.Function):
             if ctx.needs_input_grad[10]:
                 grad_bias = q_chunks.new_empty(layout.windows, layout.chunk, layout.span + 1)
 
-        grad_chunks = layout.queries(grad_out, scratch(q_chunks, q_chunks.shape))
-        # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O), O the joint output
-        delta = torch.einsum("tcd,tcd->tc", grad_chunks, out).unsqueeze(-1)  # no (T, c, D) temporary
-        del out
-        grad_q = torch.empty_like(q_chunks)
-        grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
-        grad_k_blocks = grad_k.view(-1, layout.chunk, layout.head_dim)
-        grad_v_blocks = grad_v.view(-1, layout.chunk, layout.head_dim)
-        # the per-group buffers come from the pool: fresh ones of this size (tens of MiB with
-        # threads) would cost a page fault per 4 KiB on every call (buffer_pool.py)
-        probs = scratch(q_chunks, (layout.group, layout.chunk, layout.width))
-        grad_scores = scratch(q_chunks, (layout.group, layout.chunk, layout.width))
-        windows = scratch(q_chunks, (layout.group, layout.width, layout.head_dim))
-        # With dropout, dP and dV see the kept probabilities scaled by 1 / (1 - rate): the scale
-        # rides on a group's dO, (T, c, D), not on its (T, c, L) blocks nor on a whole copy of dO.
-        scaled = None if drop is None else scratch(q_chunks, (layout.group, layout.chunk, layout.head_dim))
-        for start, end in layout.groups():
-            count = end - start
-            rows = slice(start, end)
-            p, ds, win = probs[:count], grad_scores[:count], windows[:count]
-            _scores_into(p, *_biases(band, key_bias, rows), q_chunks[rows], k_windows[rows], scale2)
-            p.sub_(lse[rows]).exp2_()  # the joint lse: band probabilities of the joint softmax
-            if drop is None:
-                torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
-                torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
-                ds.sub_(delta[rows]).mul_(p)
-            else:  # out used the kept probabilities P * keep / (1 - rate)
-                grad_kept = torch.mul(grad_chunks[rows], drop.dropout.keep_scale, out=scaled[:count])
-                torch.bmm(grad_kept, v_windows[rows].transpose(1, 2), out=ds)  # dP of the kept ones
-                # dS = P * (keep * dP - delta) = kept * dP - P * delta, kept = P * keep
-                kept = drop.softmax_grad_(start, end, p, ds, delta[rows])
-                torch.bmm(kept.transpose(1, 2), grad_kept, out=win)
-            _fold(grad_v_blocks, win, start, layout.blocks)
-            if grad_bias is not None:
-                layout.unskew(ds, grad_bias[rows])
-            torch.bmm(ds, k_windows[rows], out=grad_q[rows])
-            torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
-            _fold(grad_k_blocks, win, start, layout.blocks)
-        release(probs, grad_scores, windows, scaled)
-        if drop is not None:
-            drop.end_pass()
-            drop.release()
-        if global_keys is not None:
-            glob = GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
-            glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)
-        release(grad_chunks)
+        with PassBuffers(q_chunks) as buffers, dropout_pass(drop, last=True):  # given back however it ends
+            grad_chunks = layout.queries(grad_out, buffers.take(q_chunks.shape))
+            # softmax backward: dS = P * (dP - delta), delta = rowsum(dO * O), O the joint output
+            delta = torch.einsum("tcd,tcd->tc", grad_chunks, out).unsqueeze(-1)  # no (T, c, D) temporary
+            del out
+            grad_q = torch.empty_like(q_chunks)
+            grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
+            grad_k_blocks = grad_k.view(-1, layout.chunk, layout.head_dim)
+            grad_v_blocks = grad_v.view(-1, layout.chunk, layout.head_dim)
+            # the per-group buffers come from the pool: fresh ones of this size (tens of MiB with
+            # threads) would cost a page fault per 4 KiB on every call (buffer_pool.py)
+            probs = buffers.take((layout.group, layout.chunk, layout.width))
+            grad_scores = buffers.take((layout.group, layout.chunk, layout.width))
+            windows = buffers.take((layout.group, layout.width, layout.head_dim))
+            # With dropout, dP and dV see the kept probabilities scaled by 1 / (1 - rate): the scale
+            # rides on a group's dO, (T, c, D), not on its (T, c, L) blocks nor on a whole copy of dO.
+            scaled = None if drop is None else buffers.take((layout.group, layout.chunk, layout.head_dim))
+            for start, end in layout.groups():
+                count = end - start
+                rows = slice(start, end)
+                p, ds, win = probs[:count], grad_scores[:count], windows[:count]
+                _scores_into(p, *_biases(band, key_bias, rows), q_chunks[rows], k_windows[rows], scale2)
+                p.sub_(lse[rows]).exp2_()  # the joint lse: band probabilities of the joint softmax
+                if drop is None:
+                    torch.bmm(grad_chunks[rows], v_windows[rows].transpose(1, 2), out=ds)  # dP
+                    torch.bmm(p.transpose(1, 2), grad_chunks[rows], out=win)
+                    ds.sub_(delta[rows]).mul_(p)
+                else:  # out used the kept probabilities P * keep / (1 - rate)
+                    grad_kept = torch.mul(grad_chunks[rows], drop.dropout.keep_scale, out=scaled[:count])
+                    torch.bmm(grad_kept, v_windows[rows].transpose(1, 2), out=ds)  # dP of the kept ones
+                    # dS = P * (keep * dP - delta) = kept * dP - P * delta, kept = P * keep
+                    kept = drop.softmax_grad_(start, end, p, ds, delta[rows])
+                    torch.bmm(kept.transpose(1, 2), grad_kept, out=win)
+                _fold(grad_v_blocks, win, start, layout.blocks)
+                if grad_bias is not None:
+                    layout.unskew(ds, grad_bias[rows])
+                torch.bmm(ds, k_windows[rows], out=grad_q[rows])
+                torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
+                _fold(grad_k_blocks, win, start, layout.blocks)
+            if global_keys is not None:
+                glob = GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
+                glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)
         grad_q.mul_(scale)
         grad_k.mul_(scale)
         return (layout.unqueries(grad_q), layout.unkeys(grad_k), layout.unkeys(grad_v),

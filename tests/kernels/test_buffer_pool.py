@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from longformer_kernels import AttentionDropout, AttentionMasks, AttentionPattern, sliding_chunks_attention
-from longformer_kernels import fused_keep
+from longformer_kernels import band_layout, fused_keep, sliding_chunks
 from longformer_kernels.buffer_pool import POOL, BufferPool
 
 
@@ -119,3 +119,61 @@ def test_the_band_pass_buffers_come_from_the_pool_and_their_garbage_never_reache
     for a, b in zip(fresh, pooled):
         assert torch.equal(a, b)
     assert POOL.held_bytes() == held  # taken and given back, none kept elsewhere
+
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _raising_on_call(function, call):
+    """``function``, except that its ``call``-th call (counting from 1) raises ``_Interrupted``."""
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(None)
+        if len(calls) == call:
+            raise _Interrupted
+        return function(*args, **kwargs)
+    return wrapped
+
+
+def _pool_contents():
+    return sorted((buffer.data_ptr(), buffer.nbytes) for buffer in POOL._free)
+
+
+@pytest.mark.parametrize("dropout", ["no-dropout", "eager-mask", "fused-mask"])
+@pytest.mark.parametrize("raising", [("exp_and_lse", 2), ("_fold", 3)], ids=["forward", "backward"])
+def test_a_pass_that_raises_midway_leaves_the_pool_with_the_buffers_it_had(raising, dropout, monkeypatch):
+    """An exception inside the band pass (in the forward's second group of windows, or in the
+    backward's second) gives back every pooled buffer taken so far: the pool then holds the very
+    buffers it held before, and the next call gives the same values and gradients."""
+    monkeypatch.setattr(fused_keep, "ENABLED", dropout == "fused-mask")
+    # c = 32, L = 64 at w = 16: 16 windows a group, so the 2 x 2 x 17 windows are 5 groups
+    for name in ("GROUP_SCORES", "GROUP_SCORES_THREADED"):
+        monkeypatch.setattr(band_layout, name, 16 * 32 * 64)
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 2, 520, 8, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(3))
+    grad_out = torch.randn(2, 2, 520, 8, generator=gen, dtype=torch.float64)
+    is_global = torch.zeros(2, 520, dtype=torch.bool)
+    is_global[:, 0] = True
+    drop = None if dropout == "no-dropout" else AttentionDropout(0.25, 7)
+
+    def run():
+        out = sliding_chunks_attention(q, k, v, q, k, v, AttentionPattern(16), AttentionMasks(is_global=is_global),
+                                       dropout=drop)
+        return [out.detach()] + list(torch.autograd.grad(out, (q, k, v), grad_out))
+
+    POOL.clear()
+    want = run()
+    held = _pool_contents()
+    assert held  # a whole forward and backward gave its buffers back
+    name, call = raising
+    function = getattr(sliding_chunks, name)
+    monkeypatch.setattr(sliding_chunks, name, _raising_on_call(function, call))
+    with pytest.raises(_Interrupted):
+        run()
+    assert _pool_contents() == held
+    monkeypatch.setattr(sliding_chunks, name, function)
+    for a, b in zip(want, run()):
+        assert torch.equal(a, b)

@@ -10,6 +10,9 @@ of 0.005 gives chi2 = 25 (the failure line, a p-value of about 6e-7): the test c
 """
 import importlib.util
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -171,6 +174,29 @@ def test_fused_loops_equal_the_eager_passes_bit_for_bit(dtype):
         fused_keep.softmax_grad_(probs, ds, kept, rows[1:], groups[1:], dropout.threshold, delta[1:])
         assert torch.equal(kept, expected[1:])
         assert torch.equal(ds, (grad[1:] * expected[1:]).addcmul_(probs, delta[1:], value=-1.0))
+
+
+_FIRST_LAUNCH = """
+import torch
+torch.set_num_threads(1)
+from longformer_kernels import fused_keep
+usable = fused_keep.supports(torch.rand(1))  # builds the loops
+operands = fused_keep.hash_operands(torch.zeros(3, 4, 1, dtype=torch.int32), torch.zeros(3, 1, 2, dtype=torch.int32))
+fused_keep.keep_times(torch.rand(3, 4, 8), *operands, 1 << 30)
+print(usable, torch.get_num_threads())
+"""
+
+
+def test_the_fused_loops_leave_torchs_thread_count_as_it_was():
+    """numba's OpenMP layer shares torch's libgomp and sets its count to NUMBA_NUM_THREADS when
+    it starts its pool, at a process's first launch: torch's own count (a thread policy's, a
+    benchmark's --threads) must be what it was after the call. In a fresh process, where that
+    first launch happens."""
+    _require_fused()
+    env = dict(os.environ, NUMBA_NUM_THREADS="2", OMP_NUM_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", _FIRST_LAUNCH], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "1"]
 
 
 @pytest.mark.parametrize("causal", [False, True])

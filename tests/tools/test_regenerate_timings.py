@@ -19,7 +19,7 @@ def test_smoke_run_writes_every_page(tmp_path):
                           capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     for page in ("attention_layer_4096", "figure1_cpu", "core_dropout", "attention_layer_4096_profile",
-                 "attention_layer_4096_busy"):
+                 "attention_layer_4096_busy", "train_step_quickstart_omp"):
         assert (tmp_path / f"{page}.md").exists() and (tmp_path / f"{page}.json").exists(), page
     for page in ("attention_layer_4096", "figure1_cpu", "attention_layer_4096_busy"):
         report = json.loads((tmp_path / f"{page}.json").read_text())
@@ -32,3 +32,5 @@ def test_smoke_run_writes_every_page(tmp_path):
     assert {e["name"] for e in train["busy_summary"]} == {"longformer_mlm", "roberta_sdpa_mlm"}
     assert train["environment"]["thread_policy"].startswith("auto (--threads auto")
     assert train["environment"]["threads"] >= 1 and train["environment"]["threads_busy"] >= 1
+    omp = json.loads((tmp_path / "train_step_quickstart_omp.json").read_text())
+    assert {e["variant"] for e in omp["summary"]} == {"project", "libgomp-default", "passive"}

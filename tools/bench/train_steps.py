@@ -202,7 +202,8 @@ def measure(name: str, sizes: dict, checkpointing: bool, device: torch.device, m
         return (time.perf_counter() - start) * 1e3
 
     total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
-    chosen, batch, started = None, 1, time.perf_counter()
+    # the CPU has no memory to fill: its batch is --max-batch (a search from 1 stopped at 1 there)
+    chosen, batch, started = None, 1 if total else max_batch, time.perf_counter()
     while batch <= max_batch:
         try:
             inputs = _to(make_inputs(batch), device)

@@ -7,7 +7,10 @@ The measuring code is ``longformer_tools/bench/train_steps.py``; the FLOP count 
 With --busy N every row is measured again beside N spin processes (``bench/competing_load.py``)
 and each row's slowdown (quiet tokens/s / busy tokens/s) reported; --size quickstart is
 recipes/quickstart.sh's model (e.g. --rows longformer_mlm,roberta_sdpa_mlm --checkpointing off
---max-batch 2 --repeats 5 --busy 1: the main job's training step quiet and busy).
+--max-batch 2 --repeats 5 --busy 1: the main job's training step quiet and busy). With
+--omp-variants project,libgomp-default,passive the same rows are timed quiet under each OpenMP
+wait policy, side by side, one fresh process per variant and round (``bench/omp_variants.py``);
+--out X.json then writes X.md beside it, the results page.
 """
 import argparse
 import json
@@ -20,9 +23,11 @@ import torch
 
 from longformer_common import quiet
 from longformer_common import threads as thread_policy
+from longformer_common.errors import UserInputError
 from longformer_common.provenance import cpu_model, provenance
+from longformer_common.results import stamped, write_page
 
-from ..bench import train_steps
+from ..bench import omp_variants, train_steps
 from ..bench.bench_args import resolve_device
 from ..bench.competing_load import competing_load
 
@@ -36,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rows", default=",".join(train_steps.ROWS),
                         help=f"comma-separated, from {','.join(train_steps.ROWS)} (default: all)")
     parser.add_argument("--checkpointing", default="off,on", help="activation checkpointing: off, on or off,on")
-    parser.add_argument("--max-batch", type=int, default=None, help="largest batch tried (default 64 on CUDA, 1 on CPU)")
+    parser.add_argument("--max-batch", type=int, default=None,
+                        help="largest batch tried on CUDA; the CPU's batch (default 64 on CUDA, 1 on CPU)")
     parser.add_argument("--repeats", type=int, default=None, help="timed steps per row (default 5 on CUDA, 1 on CPU)")
     parser.add_argument("--time-cap", type=float, default=60.0,
                         help="seconds a row's batch search may take before it stops doubling (default 60)")
@@ -48,7 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="measure every row again beside N pure-Python spin processes (started and killed "
                              "here) and report each row's slowdown (default 0: quiet only)")
-    parser.add_argument("--out", default=None, help="write the JSON report here (a new file)")
+    parser.add_argument("--omp-variants", default=None, metavar="V1,V2,...",
+                        help="time the rows quiet under each of these OpenMP wait policies, "
+                             f"from {','.join(omp_variants.VARIANTS)} ({omp_variants.BASELINE} among them: the "
+                             "ratios are to it), each in fresh processes, interleaved over --omp-rounds rounds")
+    parser.add_argument("--omp-rounds", type=int, default=5,
+                        help="with --omp-variants: rounds, each one process per variant (default 5)")
+    parser.add_argument("--out", default=None, help="write the JSON report here (a new file; with --omp-variants "
+                                                    "a .json, and its results page .md beside it)")
     quiet.add_load_arguments(parser)
     return parser
 
@@ -74,7 +87,25 @@ def parse_args(argv=None):
         parser.error("--max-batch and --repeats must be >= 1")
     if args.out and os.path.exists(args.out):
         parser.error(f"--out {args.out} exists: give a new file (nothing is overwritten)")
+    if args.omp_variants is not None:
+        _check_omp_variants(args)
     return args
+
+
+def _check_omp_variants(args) -> None:
+    """--omp-variants' own rules: one line (UserInputError) for each thing it cannot do."""
+    args.omp_variants = omp_variants.parse_variants(args.omp_variants)
+    if args.device != "cpu":
+        raise UserInputError("--omp-variants times the CPU's OpenMP runtime: give --device cpu")
+    if args.busy:
+        raise UserInputError("--omp-variants times quiet only: drop --busy (or run --busy without --omp-variants)")
+    if args.omp_rounds < 1:
+        raise UserInputError(f"--omp-rounds must be >= 1, got {args.omp_rounds}")
+    if args.out and not args.out.endswith(".json"):
+        raise UserInputError(f"--out {args.out}: with --omp-variants give a NAME.json (NAME.md is written beside it)")
+    if args.out and os.path.exists(args.out[:-len(".json")] + ".md"):
+        raise UserInputError(f"--out {args.out}: {args.out[:-len('.json')]}.md exists; remove it or give a new name "
+                             "(nothing is overwritten)")
 
 
 def main(argv=None) -> int:
@@ -105,6 +136,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(environment["threads"])
     print(f"threads: {environment['threads']} (policy: {environment['thread_policy']})")
+    if args.omp_variants:
+        return _compare_omp_variants(args, environment, started)
     try:
         report = train_steps.run(args.rows, args.checkpointing, device, args.size, args.max_batch, args.repeats,
                                  args.time_cap, save=save)
@@ -130,3 +163,21 @@ def main(argv=None) -> int:
         print(f"wrote {args.out}")
     failed = [r for r in report["rows"] if r["status"] == "error"]
     return 1 if failed else 0
+
+
+def _compare_omp_variants(args, environment: dict, started: float) -> int:
+    """--omp-variants: the rows quiet under each wait policy, in processes of their own; the
+    table, and with --out the record and its page."""
+    spec = dict(rows=args.rows, checkpointing=args.checkpointing, size=args.size, max_batch=args.max_batch,
+                repeats=args.repeats, time_cap=args.time_cap, threads=environment["threads"])
+    record = omp_variants.compare(args.omp_variants, args.omp_rounds, spec)
+    record["environment"] = dict(environment, seconds=round(time.time() - started, 1),
+                                 load_average_at_end=[round(x, 2) for x in os.getloadavg()])
+    record = stamped(record)
+    for line in omp_variants.format_summary(record["summary"]):
+        print(line)
+    if args.out:
+        folder, name = os.path.split(os.path.abspath(args.out[:-len(".json")]))
+        json_path, markdown_path = write_page(name, record, omp_variants.page(record, args.out), folder)
+        print(f"wrote {json_path} and {markdown_path}")
+    return 1 if omp_variants.failures(record) else 0
