@@ -12,6 +12,12 @@ Evidence (``--evidence-decoding``, the choices ``models.heads.EVIDENCE_DECODINGS
     sentences whose logit is above 0 (probability 1/2), at least the best one of each paragraph.
     With fewer than two paragraphs in the input, those there are.
   * ``threshold``: every sentence whose logit is above 0, from any number of paragraphs.
+
+Answer span (``--answer-decoding``): ``anywhere`` in the input's sentences (the default), or
+``evidence``: only inside the paragraphs the evidence decoding chose, so that the answer agrees with
+the predicted supporting facts (a HotpotQA answer always lies in its supporting paragraphs). A reader
+whose paragraph head has found the bridge but whose span head only knows where a town of the right
+kind stands then answers from the right paragraph (docs/finetuning.md, the HotpotQA learning check).
 """
 import math
 from typing import List, Sequence, Tuple
@@ -59,15 +65,43 @@ def marker_scores(logits: torch.Tensor, positions: torch.Tensor, valid: torch.Te
     return [[x for x, ok in zip(row, keep) if ok] for row, keep in zip(picked, valid.tolist())]
 
 
+def sentence_owners(record: dict) -> List[int]:
+    """Each sentence's paragraph index, in input order."""
+    return [p for p, (_, count) in enumerate(record["paragraphs"]) for _ in range(count)]
+
+
+def evidence_tokens(sample: dict, chosen: List[List[int]], n: int) -> torch.Tensor:
+    """chosen[row]: the row's evidence sentences -> (B, N) True on the tokens of every sentence of
+    their paragraphs (an ``[s]`` follows its sentence: sentence k's tokens lie after the ``[s]`` before
+    it, up to its own; the span's log-probabilities are already -inf on titles and markers)."""
+    allowed = torch.zeros(len(chosen), n, dtype=torch.bool)
+    positions, valid = sample["sentence_positions"].tolist(), sample["sentence_valid"].tolist()
+    for row, (record, picked) in enumerate(zip(sample["records"], chosen)):
+        owner = sentence_owners(record)
+        ends = [position for position, ok in zip(positions[row], valid[row]) if ok]
+        paragraphs = {owner[k] for k in picked}
+        for k, end in enumerate(ends):
+            if owner[k] in paragraphs:
+                allowed[row, ends[k - 1] + 1 if k else 0:end] = True
+    return allowed
+
+
 def decode(sample: dict, out: dict, start_lp: torch.Tensor, end_lp: torch.Tensor, max_answer: int,
-           evidence: str) -> List[Tuple[str, List[Tuple[str, int]]]]:
+           evidence: str, answer_decoding: str = "anywhere") -> List[Tuple[str, List[Tuple[str, int]]]]:
     """Per row of the batch: (answer text, supporting facts as (title, sentence index))."""
     rows, n = start_lp.shape
+    paragraphs = marker_scores(out["paragraph"], sample["paragraph_positions"], sample["paragraph_valid"])
+    sentences = marker_scores(out["sentence"], sample["sentence_positions"], sample["sentence_valid"])
+    chosen = [two_paragraph_evidence(paragraphs[row], sentences[row], sentence_owners(record))
+              if evidence == "two_paragraphs" else threshold_evidence(sentences[row])
+              for row, record in enumerate(sample["records"])]
+    if answer_decoding == "evidence":
+        allowed = evidence_tokens(sample, chosen, n) & start_lp.isfinite()
+        allowed |= ~allowed.any(dim=1, keepdim=True)  # no evidence among the sentences: anywhere
+        start_lp, end_lp = start_lp.masked_fill(~allowed, -math.inf), end_lp.masked_fill(~allowed, -math.inf)
     zeros = torch.zeros(rows, dtype=torch.long)
     _, first, last = best_window_spans(start_lp, end_lp, zeros, torch.full((rows,), n), max_answer)
     kinds = out["type"].argmax(-1).tolist()
-    paragraphs = marker_scores(out["paragraph"], sample["paragraph_positions"], sample["paragraph_valid"])
-    sentences = marker_scores(out["sentence"], sample["sentence_positions"], sample["sentence_valid"])
     predictions = []
     for row, record in enumerate(sample["records"]):
         answer = ANSWERS.get(kinds[row])
@@ -76,10 +110,5 @@ def decode(sample: dict, out: dict, start_lp: torch.Tensor, end_lp: torch.Tensor
             chars = record["token_chars"]
             answer = record["text"][chars[s][0]:chars[e][1]] if 0 <= s <= e else ""
         facts = [(title, k) for title, count in record["paragraphs"] for k in range(count)]
-        if evidence == "two_paragraphs":
-            owner = [p for p, (_, count) in enumerate(record["paragraphs"]) for _ in range(count)]
-            chosen = two_paragraph_evidence(paragraphs[row], sentences[row], owner)
-        else:
-            chosen = threshold_evidence(sentences[row])
-        predictions.append((answer, [facts[k] for k in chosen]))
+        predictions.append((answer, [facts[k] for k in chosen[row]]))
     return predictions

@@ -47,7 +47,7 @@ class LongformerHotpotQACriterion(FairseqCriterion):
         super().__init__(task)
         cfg = task.cfg
         self.head_name, self.max_answer = cfg.hotpotqa_head_name, cfg.max_answer_tokens
-        self.evidence = cfg.evidence_decoding
+        self.evidence, self.answer_decoding = cfg.evidence_decoding, cfg.answer_decoding
         self.weights = {"span": cfg.span_loss_weight, "type": cfg.type_loss_weight,
                         "paragraph": cfg.paragraph_loss_weight, "sentence": cfg.sentence_loss_weight}
 
@@ -79,7 +79,7 @@ class LongformerHotpotQACriterion(FairseqCriterion):
     def score(self, sample, out, start_lp, end_lp) -> dict:
         """Summed official scores of the batch's examples."""
         sums = dict.fromkeys(METRICS.values(), 0.0)
-        predictions = decode(sample, out, start_lp, end_lp, self.max_answer, self.evidence)
+        predictions = decode(sample, out, start_lp, end_lp, self.max_answer, self.evidence, self.answer_decoding)
         for (prediction, predicted), record in zip(predictions, sample["records"]):
             answer, supporting, joint = example_scores(prediction, record["answer"], predicted, record["supporting"])
             for name, scores in (("", answer), ("sp_", supporting), ("joint_", joint)):

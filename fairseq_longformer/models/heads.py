@@ -53,6 +53,8 @@ class LongformerCandidateHead(nn.Module):
 # How the supporting facts are read from the paragraph and sentence logits (the task's
 # --evidence-decoding; criterions/hotpotqa_decoding.py implements both)
 EVIDENCE_DECODINGS = ("two_paragraphs", "threshold")
+# Where the answer span may lie (the task's --answer-decoding; the same module implements it)
+ANSWER_DECODINGS = ("anywhere", "evidence")
 
 
 class TwoLayerHead(nn.Module):

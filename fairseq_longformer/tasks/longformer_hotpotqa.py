@@ -36,7 +36,7 @@ from fairseq.data import Dictionary
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
-from ..models.heads import EVIDENCE_DECODINGS, LongformerHotpotQAHead
+from ..models.heads import ANSWER_DECODINGS, EVIDENCE_DECODINGS, LongformerHotpotQAHead
 from ..runtime.errors import UserInputError
 from .finetune_base import (
     ExampleDataset, LongformerFinetuneConfig, LongformerFinetuneTask, first_offsets, join_pieces,
@@ -69,6 +69,9 @@ class LongformerHotpotQAConfig(LongformerFinetuneConfig):
     evidence_decoding: ChoiceEnum(EVIDENCE_DECODINGS) = field(
         default="two_paragraphs", metadata={"help": "supporting facts from exactly two paragraphs (two_paragraphs, "
                                                     "the paper's) or every sentence above probability 1/2 (threshold)"})
+    answer_decoding: ChoiceEnum(ANSWER_DECODINGS) = field(
+        default="anywhere", metadata={"help": "where the answer span may lie: anywhere in the input's sentences, or "
+                                              "only in the paragraphs of the decoded supporting facts (evidence)"})
 
 
 class HotpotQADataset(ExampleDataset):
