@@ -1,6 +1,5 @@
-"""fairseq checkpoints on both sides of every conversion: read (``load_checkpoint``, the one place one is
-unpickled, with the run's trust), their config (``cfg`` or legacy ``args``) rewritten, written at update 0
-(``write_folder``: model.pt last, so its presence means the folder is complete)."""
+"""fairseq checkpoints on both sides: read (``load_checkpoint``, the one unpickling), config rewritten,
+written at update 0 (``write_folder``: model.pt last, so its presence means the folder is complete)."""
 import argparse
 import copy
 import shlex
@@ -165,8 +164,7 @@ def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder
 
 def fresh_training_state(extra: Optional[Dict[str, object]] = None,
                          criterion_name: str = "LongformerMLMLoss") -> Dict[str, object]:
-    """A checkpoint's training state at update 0 without optimizer state (``--restore-file`` builds its own,
-    no --reset-* needed; the data starts at epoch 1); ``extra``: more ``extra_state`` entries (provenance)."""
+    """Training state at update 0, no optimizer state (no --reset-* needed); ``extra``: more ``extra_state``."""
     return {
         "optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
                                "lr_scheduler_state": {"best": None}, "num_updates": 0}],
@@ -178,8 +176,6 @@ def fresh_training_state(extra: Optional[Dict[str, object]] = None,
 
 @dataclass
 class ConvertedCheckpoint:
-    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training command needs."""
-
     checkpoint: Path
     dictionary: Path
     arch: str
@@ -191,7 +187,6 @@ class ConvertedCheckpoint:
     dropped_keys: List[str] = field(default_factory=list)  # classification-head keys left out
 
     def train_flags(self) -> List[str]:
-        """fairseq-train flags building a model this checkpoint loads into, with --restore-file."""
         d = self.model_dims
         return [
             "--arch", self.arch, "--task", "longformer_mlm", "--criterion", "longformer_mlm",

@@ -1,6 +1,5 @@
-"""``longformer-import-hf``: a HF folder -> a fairseq checkpoint folder (model.pt + its task's
-dictionaries, fairseq id == HF id): Longformer / RoBERTa family (``import_hf``) or LED (``import_led``),
-the folder's sizes checked against its tensors before anything is built."""
+"""``longformer-import-hf``: a HF folder (Longformer / RoBERTa family: ``import_hf``; LED: ``import_led``)
+-> a fairseq checkpoint folder (model.pt + its task's dictionaries, fairseq id == HF id)."""
 import copy
 import logging
 import shutil
@@ -19,18 +18,14 @@ from torch import Tensor
 
 from longformer_common.atomic import check_output_dir, staged_folder
 from .families import led as led_family
-from .families.longformer import (
-    HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES,
-    HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, fairseq_args, hf_to_fairseq_state, key_map, size_problems,
-    source_family,
-)
+from .families.longformer import HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, \
+    HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, fairseq_args, hf_to_fairseq_state, \
+    key_map, size_problems, source_family
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
 from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
-from .hf_folder import (
-    check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
-    read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
-)
+from .hf_folder import check_sizes, folder_dictionary, hf_special_ids, load_safetensors, \
+    read_hf_config, read_weights, tokenizer_files, unigram_pieces
 from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
 
 logger = logging.getLogger(__name__)
@@ -38,8 +33,6 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class ImportResult(ConvertedCheckpoint):
-    """What ``import_hf`` wrote: the checkpoint, where its dictionary came from, the warnings."""
-
     model_type: str = "longformer"
     untied: bool = False
     dictionary_source: str = "placeholders"
@@ -58,16 +51,13 @@ class ImportResult(ConvertedCheckpoint):
 
 @dataclass
 class LEDImportResult(LEDConversionResult):
-    """What ``import_led`` wrote (``bart_positions`` is the encoder's own: nothing was tiled)."""
-
     dictionary_source: str = "placeholders"
     warnings: List[str] = field(default_factory=list)
 
 
 def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dict[str, object], hf_dir: Path,
                       files: Mapping[str, Path], warnings: List[str]) -> List[str]:
-    """model.pt (the cfg fairseq builds from ``args``, update 0), the dictionaries ``files`` (name in the
-    folder -> file) and the folder's tokenizer in hf_tokenizer/, staged and renamed into place."""
+    """model.pt (update 0), the dictionaries ``files`` (name -> file) and the tokenizer in hf_tokenizer/, staged."""
     with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
         warnings_module.simplefilter("ignore")
         cfg = convert_namespace_to_omegaconf(args)
@@ -81,7 +71,9 @@ def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dic
         for name, source in files.items():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, tmp / name)
-        copy_tokenizer(hf_dir, copied, tmp)
+        for name in copied:
+            (tmp / "hf_tokenizer").mkdir(exist_ok=True)
+            shutil.copyfile(hf_dir / name, tmp / "hf_tokenizer" / name)
     return copied
 
 
@@ -110,18 +102,17 @@ FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
 def _check_family_sizes(config: Mapping, hf_dir: Path, model_type: str) -> None:
     """The weights load (pytorch_model.bin's CRCs checked) and the config's sizes are the tensors'."""
     if model_type == "led":
-        check_sizes(config, tensor_shapes(hf_dir), led_family.HF_SIZES, led_family.HF_LAYER_COUNTS,
+        check_sizes(config, read_weights(hf_dir, shapes_only=True), led_family.HF_SIZES, led_family.HF_LAYER_COUNTS,
                     led_family.HF_HEAD_COUNTS, hf_dir)
         return
     base = HF_BASE[model_type]
-    check_sizes(config, tensor_shapes(hf_dir), {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()},
+    check_sizes(config, read_weights(hf_dir, shapes_only=True), {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()},
                 {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
                 ("num_attention_heads",), hf_dir)
 
 
 def check_folder(hf_dir) -> Mapping:
-    """config.json, after the import's checks of the folder (JSON, weights that load, sizes the
-    tensors'), for a tool that loads it with transformers, which checks none of this."""
+    """config.json after the import's checks of the folder, for a tool that loads it with transformers."""
     hf_dir = Path(hf_dir)
     config = read_hf_config(hf_dir)
     model_type = "led" if config.get("model_type") == "led" else source_family(config)
@@ -131,8 +122,7 @@ def check_folder(hf_dir) -> Mapping:
 
 
 def _checked_config(hf_dir: Path, config: Mapping, model_type: str) -> Dict[str, object]:
-    """config.json as transformers reads it (a missing setting takes its default: layer_norm_eps 1e-12,
-    not fairseq's 1e-5), sizes checked; ValueError naming everything fairseq's Longformer cannot take."""
+    """config.json as transformers reads it (missing settings defaulted), checked; ValueError naming every problem."""
     problems = config_problems(config)
     try:
         import transformers
@@ -170,9 +160,8 @@ def _head(state: Mapping[str, Tensor], hf_dir: Path, head_name: Optional[str]) -
 
 def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
               overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
-    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> ``model.pt`` + its
-    task's dictionaries. max_positions: a Longformer's own, 4096 for a RoBERTa (tiled); attention_window
-    (one-sided, one or per layer): a RoBERTa's only (default 256); head_name: default its task's."""
+    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> model.pt + dictionaries;
+    max_positions default: a Longformer's own, 4096 (tiled) for a RoBERTa; attention_window: a RoBERTa's only."""
     import fairseq_longformer  # noqa: F401  (registers the model, task and criterion)
 
     from ..models.longformer import LongformerModel
@@ -203,7 +192,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     check_extendable(source_rows - 2, max_positions)  # 2: fairseq's reserved rows (padding_idx 1 + 1)
 
     # the folder's tensors against the key map's names and shapes, HF's tied copies equal
-    state = load_hf_state_dict(hf_dir)
+    state = read_weights(hf_dir)
     head = _head(state, hf_dir, head_name)
     labels = _labels(config, hf_dir) if head is not None and head.kind == "classification" else None
     outputs = len(labels) if labels is not None else 2  # L: classes, or QA's start and end
@@ -279,8 +268,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
 
 
 def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
-    """HF ``LEDForConditionalGeneration`` -> ``out_dir/model.pt`` (update 0, the cfg of ``fairseq-train --arch
-    led_* --task translation``) + ``dict.txt`` + ``hf_tokenizer/``."""
+    """HF ``LEDForConditionalGeneration`` -> model.pt (``--task translation``) + dict.txt + hf_tokenizer/."""
     import fairseq_longformer  # noqa: F401  (registers the model)
 
     from ..models.led import LEDModel
@@ -292,7 +280,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         raise ValueError(f"{str(hf_dir)!r} has model_type {config.get('model_type')!r}, not 'led'")
     _check_family_sizes(config, hf_dir, "led")
     layout = led_family.LEDLayout.from_hf_config(config, repr(str(hf_dir)))
-    hf_state = load_hf_state_dict(hf_dir)
+    hf_state = read_weights(hf_dir)
     reserved_path, reserved, warnings = hf_dir / led_family.RESERVED_ROWS, None, []
     if reserved_path.is_file():
         try:
@@ -338,8 +326,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
 
 
 def import_folder(hf_dir, out_dir, overwrite: bool = False, **options):
-    """The folder's family picks the import; ``options`` (max_positions, attention_window, head_name):
-    the Longformer family's only."""
+    """The folder's family picks the import; ``options``: the Longformer family's only."""
     if read_hf_config(hf_dir).get("model_type") == "led":
         given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value is not None]
         if given:
