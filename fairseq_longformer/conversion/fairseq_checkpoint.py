@@ -5,7 +5,7 @@ import copy
 import shlex
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -138,7 +138,7 @@ def check_output(out_dir, checkpoint_path: Path, overwrite: bool) -> Path:
     return out_dir
 
 
-def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> List[str]:
+def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> None:
     """out_dir/model.pt (published last) with dict.txt and the tokenizer files found in ``source_folder``."""
     def copier(path: Path) -> Callable:
         return lambda handle: handle.write(path.read_bytes())
@@ -159,7 +159,6 @@ def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder
         if created:
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
-    return copied
 
 
 def fresh_training_state(extra: Optional[Dict[str, object]] = None,
@@ -183,8 +182,6 @@ class ConvertedCheckpoint:
     max_positions: int  # the encoder's
     model_dims: Dict[str, int]
     source: Optional[Path] = None
-    copied_files: List[str] = field(default_factory=list)  # tokenizer files copied along
-    dropped_keys: List[str] = field(default_factory=list)  # classification-head keys left out
 
     def train_flags(self) -> List[str]:
         d = self.model_dims

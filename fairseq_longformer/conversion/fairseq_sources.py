@@ -213,8 +213,7 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
         config_set(model_section, key, value)
     source.rewrite_config(args, cfg, windows, max_positions)
     fields = dict(checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", arch=arch,
-                  attention_window=windows, max_positions=max_positions, model_dims=dims, source=checkpoint_path,
-                  dropped_keys=dropped)
+                  attention_window=windows, max_positions=max_positions, model_dims=dims, source=checkpoint_path)
     provenance = {"source": str(checkpoint_path), "max_positions": max_positions, "attention_window": list(windows)}
     if source is ROBERTA:
         own = dict(source_layout=layout, roberta_positions=source_positions, init_positions=init_positions)
@@ -226,7 +225,7 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
         provenance.update(bart_positions=source_positions)
     output = {"args": args, "cfg": cfg, "model": new_state,
               **fresh_training_state({source.provenance_key: provenance}, criterion_name=source.criterion)}
-    result.copied_files = write_folder(out_dir, output, dict_path, checkpoint_path.parent)
+    write_folder(out_dir, output, dict_path, checkpoint_path.parent)
     if dropped:
         logger.warning(f"dropped {len(dropped)} classification-head keys (the {source.target} has no heads): "
                        f"{dropped[:4]}")

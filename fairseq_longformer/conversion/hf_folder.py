@@ -206,7 +206,3 @@ def unigram_pieces(hf_dir: Path) -> Optional[List[str]]:
     if not isinstance(vocab, list) or not all(isinstance(e, list) and e and isinstance(e[0], str) for e in vocab):
         return None
     return [entry[0] for entry in vocab]
-
-
-def tokenizer_files(hf_dir: Path) -> List[str]:
-    return [name for name in HF_TOKENIZER_FILES if (hf_dir / name).is_file()]

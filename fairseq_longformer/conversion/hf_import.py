@@ -24,8 +24,8 @@ from .families.longformer import HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
 from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
-from .hf_folder import check_sizes, folder_dictionary, hf_special_ids, load_safetensors, \
-    read_hf_config, read_weights, tokenizer_files, unigram_pieces
+from .hf_folder import HF_TOKENIZER_FILES, check_sizes, folder_dictionary, hf_special_ids, load_safetensors, \
+    read_hf_config, read_weights, unigram_pieces
 from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,6 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class ImportResult(ConvertedCheckpoint):
-    model_type: str = "longformer"
     untied: bool = False
     dictionary_source: str = "placeholders"
     warnings: List[str] = field(default_factory=list)
@@ -56,14 +55,15 @@ class LEDImportResult(LEDConversionResult):
 
 
 def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dict[str, object], hf_dir: Path,
-                      files: Mapping[str, Path], warnings: List[str]) -> List[str]:
+                      files: Mapping[str, Path], warnings: List[str]) -> None:
     """model.pt (update 0), the dictionaries ``files`` (name -> file) and the tokenizer in hf_tokenizer/, staged."""
     with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
         warnings_module.simplefilter("ignore")
         cfg = convert_namespace_to_omegaconf(args)
     checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
                   "model": model.state_dict(), **training_state}
-    copied = tokenizer_files(hf_dir)
+    files = {**files, **{f"hf_tokenizer/{name}": hf_dir / name for name in HF_TOKENIZER_FILES
+                         if (hf_dir / name).is_file()}}
     for warning in warnings:
         logger.warning(warning)
     with staged_folder(out_dir, overwrite) as tmp:
@@ -71,10 +71,6 @@ def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dic
         for name, source in files.items():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, tmp / name)
-        for name in copied:
-            (tmp / "hf_tokenizer").mkdir(exist_ok=True)
-            shutil.copyfile(hf_dir / name, tmp / "hf_tokenizer" / name)
-    return copied
 
 
 def _labels(config: Mapping, hf_dir: Path) -> List[str]:
@@ -101,14 +97,11 @@ FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
 
 def _check_family_sizes(config: Mapping, hf_dir: Path, model_type: str) -> None:
     """The weights load (pytorch_model.bin's CRCs checked) and the config's sizes are the tensors'."""
-    if model_type == "led":
-        check_sizes(config, read_weights(hf_dir, shapes_only=True), led_family.HF_SIZES, led_family.HF_LAYER_COUNTS,
-                    led_family.HF_HEAD_COUNTS, hf_dir)
-        return
-    base = HF_BASE[model_type]
-    check_sizes(config, read_weights(hf_dir, shapes_only=True), {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()},
-                {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
-                ("num_attention_heads",), hf_dir)
+    base = HF_BASE.get(model_type)  # None: an LED
+    tables = (led_family.HF_SIZES, led_family.HF_LAYER_COUNTS, led_family.HF_HEAD_COUNTS) if base is None else (
+        {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()},
+        {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()}, ("num_attention_heads",))
+    check_sizes(config, read_weights(hf_dir, shapes_only=True), *tables, hf_dir)
 
 
 def check_folder(hf_dir) -> Mapping:
@@ -263,7 +256,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
             "encoder_attention_heads": heads}
     return ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
                         attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
-                        model_type=model_type, untied=not tied, dictionary_source=dictionary_source,
+                        untied=not tied, dictionary_source=dictionary_source,
                         warnings=warnings, head=head)
 
 
@@ -318,7 +311,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         state = filled_from(state, model.state_dict(), lambda key: key.endswith(".version"), f"{str(hf_dir)!r}")
         model.load_state_dict(state, strict=True)
         training = fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}}, LED_CRITERION)
-        result.copied_files = _write_checkpoint(out_dir, overwrite, args, model, training, hf_dir,
+        _write_checkpoint(out_dir, overwrite, args, model, training, hf_dir,
                                                 {"dict.txt": dict_txt}, warnings)
     logger.info(f"imported the LED ({layout.encoder_layers} + {layout.decoder_layers} layers, one-sided windows "
                 f"{list(layout.windows)}, {layout.encoder_positions} encoder positions) to {out_abs}")

@@ -60,7 +60,8 @@ def stack_problems(label: str, stack, hf: str, longformer_layers: bool = True) -
                 problems.append(f"--attention-dilation: {where} uses a different dilation per head "
                                 f"({':'.join(map(str, per_head))}); {hf} applies one undilated window to every head")
             elif per_head[0] > 1:
-                problems.append(f"--attention-dilation: {where}: dilation {per_head[0]} ({hf} has no dilated attention)")
+                problems.append(f"--attention-dilation: {where}: dilation {per_head[0]} ({hf} has no dilated "
+                                "attention)")
             if config.pattern.causal:
                 problems.append(f"--attention-causal: {where} is causal; {hf}'s sliding window is two-sided")
             if not config.global_projections:
