@@ -19,7 +19,7 @@ from torch import Tensor
 from longformer_common.atomic import check_output_dir, staged_folder
 from .families import led as led_family
 from .families.longformer import HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, \
-    HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, fairseq_args, hf_to_fairseq_state, \
+    HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, hf_to_fairseq_state, \
     key_map, size_problems, source_family
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
 from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state
@@ -225,15 +225,25 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                         f"NOTUSED id; the exported model takes either)")
 
     out_abs = Path(out_dir).absolute()
-    args = fairseq_args(out_abs, layers, hidden, ffn, heads, windows, max_positions,
-                        config.get("hidden_dropout_prob", 0.1),
-                        config.get("attention_probs_dropout_prob", 0.0) or 0.0, untied=not tied, head=head)
     head_task = HEAD_TASKS[head.kind] if head is not None else None
     token_dict = head_task.token_dict if head_task is not None else MLM_TOKEN_DICT  # where the task reads it
+    dims = {"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
+            "encoder_attention_heads": heads}
+    result = ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
+                          attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
+                          untied=not tied, warnings=warnings, head=head)
+    flags = result.train_flags()
+    at = flags.index("--restore-file")  # the checkpoint it writes
+    del flags[at:at + 2]
+    dropout = repr(float(config.get("hidden_dropout_prob", 0.1)))  # HF's classifier drops out with it too
+    args = options.parse_args_and_arch(options.get_training_parser(default_task="longformer_mlm"), input_args=[
+        str(out_abs), *flags, "--attention-dilation", "1", "--activation-fn", "gelu", "--dropout", dropout,
+        "--attention-dropout", repr(float(config.get("attention_probs_dropout_prob", 0.0) or 0.0)),
+        "--activation-dropout", "0", *(["--pooler-dropout", dropout] if head is not None else [])])
     with tempfile.TemporaryDirectory() as scratch:
         files = {token_dict: Path(scratch) / "dict.txt"}
-        dictionary, dictionary_source = folder_dictionary(hf_dir, vocab, True, files[token_dict], warnings)
-        if dictionary_source == "placeholders" and "<mask>" not in specials:
+        dictionary, result.dictionary_source = folder_dictionary(hf_dir, vocab, True, files[token_dict], warnings)
+        if result.dictionary_source == "placeholders" and "<mask>" not in specials:
             warnings.append(f"no tokenizer says where <mask> is: assuming the last id ({vocab - 1}), where "
                             "fairseq's masked_lm task appends it")
         assert dictionary.index("<mask>") == vocab - 1
@@ -252,12 +262,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         _write_checkpoint(out_dir, overwrite, args, model, fresh_training_state(), hf_dir, files, warnings)
     logger.info(f"imported {model_type} {head.kind if head else 'masked LM'} ({layers} layers, window w="
                 f"{list(windows)}, {max_positions} positions) to {out_abs}")
-    dims = {"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
-            "encoder_attention_heads": heads}
-    return ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
-                        attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
-                        untied=not tied, dictionary_source=dictionary_source,
-                        warnings=warnings, head=head)
+    return result
 
 
 def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:

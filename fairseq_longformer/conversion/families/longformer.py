@@ -2,18 +2,16 @@
 Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from ...models.global_projections import add_missing_global_projections
-from ...tasks.longformer_mlm import batch_pad_multiple
 from ..rules import UNCHECKED, check_shapes, extend_positions, filled_from, from_hf_windows, is_exact_gelu, renamed, \
     rule_problems, shape_of, stack_problems, table_keys, window_problems
-from .longformer_heads import HEAD_MODULES, HEAD_TASKS, HeadRef, head_config, head_outputs, head_problems, \
-    head_warnings, model_heads
+from .longformer_heads import HEAD_MODULES, HeadRef, head_config, head_outputs, head_problems, head_warnings, \
+    model_heads
 
 logger = logging.getLogger(__name__)
 
@@ -278,26 +276,3 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
         windows=tuple(windows), layer_norm_eps=eps[0] if eps else FAIRSEQ_LAYERNORM_EPS, dropout=dropout,
         attention_dropout=float(attention.config.dropout), tied=lm_head.weight is encoder.embed_tokens.weight,
         head=head, outputs=head_outputs(model, head) if head is not None else 0, warnings=warnings)
-
-
-def fairseq_args(data: Path, layers, hidden, ffn, heads, windows, max_positions, dropout, attention_dropout,
-                  untied, head: Optional[HeadRef] = None):
-    from fairseq import options
-
-    if head is None:
-        task = ["--task", "longformer_mlm", "--criterion", "longformer_mlm", "--tokens-per-sample", str(max_positions)]
-    else:  # HF's classifier drops out with hidden_dropout_prob
-        task = HEAD_TASKS[head.kind].flags(head.name) + ["--pooler-dropout", repr(float(dropout))]
-    flags = [str(data), *task, "--arch", "longformer",
-             "--encoder-layers", str(layers), "--encoder-embed-dim", str(hidden),
-             "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
-             "--attention-window", ",".join(map(str, windows)), "--attention-dilation", "1",
-             "--max-positions", str(max_positions),
-             "--pad-to-multiple", str(batch_pad_multiple(windows, max_positions)), "--activation-fn", "gelu",
-             "--dropout", repr(float(dropout)), "--attention-dropout", repr(float(attention_dropout)),
-             "--activation-dropout", "0"]
-    if untied:
-        flags.append("--untie-weights-roberta")
-    parser = options.get_training_parser(default_task="longformer_mlm")
-    return options.parse_args_and_arch(parser, input_args=flags)
-
