@@ -46,10 +46,8 @@ class LEDConversionResult(ConvertedCheckpoint):
     bart_positions: int = 0
 
     def model_flags(self) -> List[str]:  # sizes explicit: any BART works
-        flags = ["--arch", self.arch]
-        for name, value in self.model_dims.items():
-            flags += ["--" + name.replace("_", "-"), str(value)]
-        return flags + ["--attention-window", ",".join(str(w) for w in self.attention_window),
+        sizes = [text for name, value in self.model_dims.items() for text in ("--" + name.replace("_", "-"), str(value))]
+        return ["--arch", self.arch, *sizes, "--attention-window", ",".join(str(w) for w in self.attention_window),
                         "--max-source-positions", str(self.max_positions),
                         "--max-target-positions", str(self.decoder_positions)]
 

@@ -85,7 +85,7 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
         safetensors.torch.save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
 
     return _write_folder(out_dir, overwrite, write_model, dictionary, config, f"{layout.num_layers} layers", tokenizer,
-                         layout.max_positions, layout.warnings)
+                         layout.position_rows - layout.padding_idx - 1, layout.warnings)
 
 
 def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:

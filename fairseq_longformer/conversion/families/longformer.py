@@ -111,10 +111,6 @@ class ExportLayout:
     outputs: int = 0  # L: the task head's outputs
     warnings: List[str] = field(default_factory=list)
 
-    @property
-    def max_positions(self) -> int:
-        return self.position_rows - self.padding_idx - 1
-
     def hf_config(self, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
         """The LongformerConfig fields (``labels``: a classification head's class names)."""
         return {
