@@ -45,9 +45,8 @@ def is_exact_gelu(fn) -> bool:
 
 
 def stack_problems(label: str, stack, hf: str, longformer_layers: bool = True) -> List[str]:
-    """What ``hf`` (a HF class) cannot hold of a fairseq encoder or decoder ``stack``, one line each: its
-    attention (``longformer_layers``: windows undilated, two-sided, with global projections), post-LN, GELU, the
-    embedding layer norm, unscaled embeddings, learned positions."""
+    """What ``hf`` (a HF class) cannot hold of a fairseq encoder or decoder ``stack``, one line each
+    (``longformer_layers``: its layers' windows must be undilated, two-sided, with global projections)."""
     problems = []
     for i, layer in enumerate(stack.layers):
         where, attention = f"{label} layer {i}", layer.self_attn
