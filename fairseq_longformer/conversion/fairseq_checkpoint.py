@@ -1,12 +1,11 @@
-"""fairseq checkpoints on both sides of every conversion: read (``load_checkpoint``, the one place one is
-unpickled, with the run's trust), their config (``cfg`` or legacy ``args``) rewritten, written at update 0
-(``write_folder``: model.pt last, so its presence means the folder is complete)."""
+"""fairseq checkpoints on both sides: read (``load_checkpoint``, the one unpickling), config rewritten,
+written at update 0 (``write_folder``: model.pt last, so its presence means the folder is complete)."""
 import argparse
 import copy
 import shlex
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -139,7 +138,7 @@ def check_output(out_dir, checkpoint_path: Path, overwrite: bool) -> Path:
     return out_dir
 
 
-def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> List[str]:
+def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> None:
     """out_dir/model.pt (published last) with dict.txt and the tokenizer files found in ``source_folder``."""
     def copier(path: Path) -> Callable:
         return lambda handle: handle.write(path.read_bytes())
@@ -160,13 +159,11 @@ def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder
         if created:
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
-    return copied
 
 
 def fresh_training_state(extra: Optional[Dict[str, object]] = None,
                          criterion_name: str = "LongformerMLMLoss") -> Dict[str, object]:
-    """A checkpoint's training state at update 0 without optimizer state (``--restore-file`` builds its own,
-    no --reset-* needed; the data starts at epoch 1); ``extra``: more ``extra_state`` entries (provenance)."""
+    """Training state at update 0, no optimizer state (no --reset-* needed); ``extra``: more ``extra_state``."""
     return {
         "optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
                                "lr_scheduler_state": {"best": None}, "num_updates": 0}],
@@ -178,8 +175,6 @@ def fresh_training_state(extra: Optional[Dict[str, object]] = None,
 
 @dataclass
 class ConvertedCheckpoint:
-    """A checkpoint folder a converter wrote (model.pt + dict.txt), and the numbers a training command needs."""
-
     checkpoint: Path
     dictionary: Path
     arch: str
@@ -187,11 +182,8 @@ class ConvertedCheckpoint:
     max_positions: int  # the encoder's
     model_dims: Dict[str, int]
     source: Optional[Path] = None
-    copied_files: List[str] = field(default_factory=list)  # tokenizer files copied along
-    dropped_keys: List[str] = field(default_factory=list)  # classification-head keys left out
 
     def train_flags(self) -> List[str]:
-        """fairseq-train flags building a model this checkpoint loads into, with --restore-file."""
         d = self.model_dims
         return [
             "--arch", self.arch, "--task", "longformer_mlm", "--criterion", "longformer_mlm",

@@ -1,7 +1,5 @@
-"""fairseq -> fairseq conversion: ONE driver (``convert_checkpoint``) walking a declarative spec per
-source family (``ROBERTA`` -> Longformer, the 2019 key layout read too; ``BART`` -> LED, the encoder's
-positions tiled whole): state checked, positions extended, global Q/K/V copied from Q, K, V, heads
-dropped, config rewritten, training state reset, all in memory before anything is written."""
+"""fairseq -> fairseq conversion: one driver (``convert_checkpoint``) walking a spec per source family
+(``ROBERTA`` -> Longformer, ``BART`` -> LED), everything checked in memory before anything is written."""
 import argparse
 import logging
 import re
@@ -34,41 +32,32 @@ CROSS_MODULES = ("encoder_attn.q_proj", "encoder_attn.k_proj", "encoder_attn.v_p
 
 @dataclass
 class ConversionResult(ConvertedCheckpoint):
-    """What ``convert_roberta_checkpoint`` wrote, and the numbers a training command needs."""
-
     source_layout: str = "new"
     roberta_positions: int = 0
     init_positions: str = "copy"
 
-    def train_flags(self) -> List[str]:
-        """With the --reset-* flags of continued pretraining (right for any RoBERTa checkpoint)."""
+    def train_flags(self) -> List[str]:  # with the --reset-* flags of continued pretraining
         return super().train_flags() + ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
 
 
 @dataclass
 class LEDConversionResult(ConvertedCheckpoint):
-    """What ``convert_bart_checkpoint`` wrote; model_dims: encoder and decoder sizes."""
-
     decoder_positions: int = 0
     bart_positions: int = 0
 
-    def model_flags(self) -> List[str]:
-        """The flags that build a model this checkpoint loads into (sizes explicit: any BART works)."""
-        flags = ["--arch", self.arch]
-        for name, value in self.model_dims.items():
-            flags += ["--" + name.replace("_", "-"), str(value)]
-        return flags + ["--attention-window", ",".join(str(w) for w in self.attention_window),
+    def model_flags(self) -> List[str]:  # sizes explicit: any BART works
+        sizes = [text for name, value in self.model_dims.items() for text in ("--" + name.replace("_", "-"), str(value))]
+        return ["--arch", self.arch, *sizes, "--attention-window", ",".join(str(w) for w in self.attention_window),
                         "--max-source-positions", str(self.max_positions),
                         "--max-target-positions", str(self.decoder_positions)]
 
-    def train_flags(self) -> List[str]:
-        """fairseq-train flags for document -> summary fine-tuning (fairseq's translation task)."""
+    def train_flags(self) -> List[str]:  # document -> summary fine-tuning (fairseq's translation task)
         return self.model_flags() + ["--task", "translation", "--criterion", "label_smoothed_cross_entropy",
                                      "--restore-file", str(self.checkpoint)]
 
     def generate_flags(self) -> List[str]:
-        """fairseq-generate flags: the task's source limit raised to the encoder's (fairseq filters by the
-        smaller), and --required-batch-size-multiple 1 (stock fairseq-generate drops a short last batch)."""
+        """The task's source limit raised to the encoder's (fairseq filters by the smaller); batch multiple 1
+        (stock fairseq-generate drops a short last batch)."""
         return ["--task", "translation", "--path", str(self.checkpoint),
                 "--max-source-positions", str(self.max_positions),
                 "--max-target-positions", str(self.decoder_positions), "--required-batch-size-multiple", "1"]
@@ -76,8 +65,7 @@ class LEDConversionResult(ConvertedCheckpoint):
 
 @dataclass(frozen=True)
 class SourceFamily:
-    """A source family as the driver walks it: ``stacks`` (name, key prefix, layer modules), the encoder
-    first; ``tables``: the position tables, the extended one first; the callables: the family's own steps."""
+    """``stacks``: (name, key prefix, layer modules), the encoder first; ``tables``: the position tables."""
 
     kind: str
     target: str
@@ -92,15 +80,15 @@ class SourceFamily:
     default_arch: str
     criterion: str
     provenance_key: str
-    read: Callable  # state dict -> (state dict in the current layout, "new" | "old")
-    refuse: Callable  # (state dict, path): a ValueError for a checkpoint of another family
-    check_positions: Callable  # (max_positions, source positions)
+    tile_whole: bool  # positions a whole number of the source's table (BART's)
     rewrite_config: Callable  # (args, cfg, windows, max_positions): the family's own config entries
+    read: Callable = lambda model_state: (model_state, "new")  # -> (current key layout, "new" | "old")
+    refuse: Callable = lambda model_state, path: None  # ValueError for a checkpoint of another family
     spelled: Callable = lambda key, layout: key  # a current-layout key as the source spells it
 
 
 def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_section, path) -> Tuple[int, ...]:
-    """The layers of each stack; ValueError naming every missing key (and a position table of the wrong shape)."""
+    """The layers of each stack; ValueError naming every missing key or a position table of the wrong shape."""
     source.refuse(model_state, path)
     layers = []
     for _, prefix, _ in source.stacks:
@@ -130,8 +118,7 @@ def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_s
 
 
 def check_vocabulary(model_state: Mapping, dict_path: Path, source: SourceFamily, layout: str) -> int:
-    """The padding index; ValueError when dict.txt (4 specials, its lines, the <mask> the source's task
-    appends unless present) does not match the embeddings."""
+    """The padding index; ValueError when dict.txt (+ the <mask> the task appends) does not match the embeddings."""
     from fairseq.data import Dictionary
 
     try:
@@ -168,7 +155,7 @@ def parse_windows(attention_window, layers: int) -> Tuple[int, ...]:
 
 
 def stack_dims(model_section, model_state: Mapping, stack: str, prefix: str, layers: int) -> Dict[str, int]:
-    """A stack's sizes from the state dict (authoritative), its heads from the config, checked to divide the width."""
+    """A stack's sizes from the state dict, its heads from the config (checked to divide the width)."""
     width = int(model_state[prefix + "embed_tokens.weight"].shape[1])
     heads = config_get(model_section, f"{stack}_attention_heads")
     if heads is None:
@@ -183,8 +170,7 @@ def stack_dims(model_section, model_state: Mapping, stack: str, prefix: str, lay
 def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions: int, attention_window,
                        init_positions: str = "copy", checkpoint_file: str = "model.pt", dict_file=None,
                        seed: int = 1, overwrite: bool = False):
-    """A checkpoint of family ``source`` (a folder holding ``checkpoint_file`` and dict.txt, or a file) ->
-    a target checkpoint folder (model.pt + dict.txt); FileNotFoundError / ValueError, nothing written, on bad input."""
+    """A checkpoint (folder or file) of family ``source`` -> a target folder (model.pt + dict.txt)."""
     if init_positions not in ("copy", "random"):
         raise ValueError(f"--init-positions must be 'copy' or 'random', got {init_positions!r}")
     if not isinstance(max_positions, int) or isinstance(max_positions, bool) or max_positions < 1:
@@ -200,7 +186,12 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
     padding_idx = check_vocabulary(model_state, dict_path, source, layout)
     positions_key = source.tables[0]
     source_positions = model_state[positions_key].shape[0] - (padding_idx + 1)
-    source.check_positions(max_positions, source_positions)
+    if source.tile_whole and max_positions % source_positions:  # the copy init tiles the table whole
+        raise ValueError(
+            f"--max-positions {max_positions} is not a multiple of BART's {source_positions} encoder "
+            f"positions: the copy initialisation tiles BART's table whole (e.g. "
+            f"{16 * source_positions} = 16 x {source_positions}, the released LED's)")
+    check_extendable(source_positions, max_positions)
     windows = parse_windows(attention_window, layers[0])
     dims = {name: value for (stack, prefix, _), count in zip(source.stacks, layers)
             for name, value in stack_dims(model_section, model_state, stack, prefix, count).items()}
@@ -220,8 +211,7 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
         config_set(model_section, key, value)
     source.rewrite_config(args, cfg, windows, max_positions)
     fields = dict(checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", arch=arch,
-                  attention_window=windows, max_positions=max_positions, model_dims=dims, source=checkpoint_path,
-                  dropped_keys=dropped)
+                  attention_window=windows, max_positions=max_positions, model_dims=dims, source=checkpoint_path)
     provenance = {"source": str(checkpoint_path), "max_positions": max_positions, "attention_window": list(windows)}
     if source is ROBERTA:
         own = dict(source_layout=layout, roberta_positions=source_positions, init_positions=init_positions)
@@ -233,7 +223,7 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
         provenance.update(bart_positions=source_positions)
     output = {"args": args, "cfg": cfg, "model": new_state,
               **fresh_training_state({source.provenance_key: provenance}, criterion_name=source.criterion)}
-    result.copied_files = write_folder(out_dir, output, dict_path, checkpoint_path.parent)
+    write_folder(out_dir, output, dict_path, checkpoint_path.parent)
     if dropped:
         logger.warning(f"dropped {len(dropped)} classification-head keys (the {source.target} has no heads): "
                        f"{dropped[:4]}")
@@ -247,8 +237,7 @@ ENCODER, OLD_ENCODER = "encoder.sentence_encoder.", "decoder.sentence_encoder."
 
 
 def read_roberta(model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
-    """(state dict in the current layout, 'new' or 'old'): fairseq's load-time upgrades done explicitly
-    (``decoder.`` -> ``encoder.``, ``emb_layer_norm`` -> ``layernorm_embedding``, fused ``in_proj_*`` split)."""
+    """fairseq's load-time upgrades of the 2019 layout (``decoder.``, ``emb_layer_norm``, fused ``in_proj_*``)."""
     has_new = any(k.startswith(ENCODER) for k in model_state)
     has_old = any(k.startswith(OLD_ENCODER) for k in model_state)
     if has_new and has_old:
@@ -271,7 +260,6 @@ def read_roberta(model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
 
 
 def spelled_roberta(key: str, layout: str) -> str:
-    """A current-layout key as the source checkpoint spells it (for error messages)."""
     if layout == "old":
         key = "decoder." + key[len("encoder."):] if key.startswith("encoder.") else key
         key = key.replace(".layernorm_embedding.", ".emb_layer_norm.")
@@ -279,8 +267,7 @@ def spelled_roberta(key: str, layout: str) -> str:
 
 
 def rewrite_longformer_config(args, cfg, windows, max_positions: int) -> None:
-    """Blocks of ``max_positions`` in task longformer_mlm, with the batch padding multiple;
-    attention_dropout stays RoBERTa's (the paper continues with RoBERTa's hyperparameters)."""
+    """Task longformer_mlm on blocks of ``max_positions``; the dropouts stay RoBERTa's (as the paper's)."""
     task_name, pad_multiple = "longformer_mlm", batch_pad_multiple(windows, max_positions)
     section = args if args is not None else cfg["model"]
     for key, value in (("attention_causal", False), ("max_positions", max_positions),
@@ -310,9 +297,7 @@ ROBERTA = SourceFamily(
     mask_optional=False,  # the masked_lm task always appends <mask>
     dropped_prefixes=("classification_heads.", "encoder.classification_heads."),
     archs={}, default_arch="longformer_base", criterion="LongformerMLMLoss", provenance_key="longformer_conversion",
-    read=read_roberta, refuse=lambda state, path: None,
-    check_positions=lambda max_positions, source_positions: check_extendable(source_positions, max_positions),
-    rewrite_config=rewrite_longformer_config, spelled=spelled_roberta,
+    tile_whole=False, rewrite_config=rewrite_longformer_config, read=read_roberta, spelled=spelled_roberta,
 )
 
 
@@ -326,17 +311,7 @@ def refuse_non_bart(model_state: Mapping, path) -> None:
                          "checkpoint, not a BART one")
 
 
-def check_bart_positions(max_positions: int, source_positions: int) -> None:
-    """A whole number of BART's position tables (at least one): the copy init tiles it whole."""
-    if max_positions % source_positions:
-        raise ValueError(
-            f"--max-positions {max_positions} is not a multiple of BART's {source_positions} encoder "
-            f"positions: the copy initialisation tiles BART's table whole (e.g. "
-            f"{16 * source_positions} = 16 x {source_positions}, the released LED's)")
-
-
-def rewrite_led_config(args, cfg, windows, max_positions: int) -> None:
-    """The encoder's positions in the task section too (fairseq's hub loader reads it)."""
+def rewrite_led_config(args, cfg, windows, max_positions: int) -> None:  # fairseq's hub loader reads the task's
     task = None if cfg is None else cfg.get("task")
     if task is not None and config_get(task, "max_source_positions") is not None:
         config_set(task, "max_source_positions", max_positions)
@@ -353,8 +328,7 @@ BART = SourceFamily(
     dropped_prefixes=("classification_heads.",),
     archs={"bart_large": "led_large", "mbart_large": "led_large"}, default_arch="led_base",
     criterion=LED_CRITERION, provenance_key="led_conversion",
-    read=lambda model_state: (model_state, "new"), refuse=refuse_non_bart, check_positions=check_bart_positions,
-    rewrite_config=rewrite_led_config,
+    tile_whole=True, rewrite_config=rewrite_led_config, refuse=refuse_non_bart,
 )
 DEFAULT_MAX_POSITIONS = 16384
 DEFAULT_WINDOW = "512"
@@ -363,8 +337,7 @@ DEFAULT_WINDOW = "512"
 def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, attention_window="256",
                                init_positions: str = "copy", checkpoint_file: str = "model.pt",
                                dict_file=None, seed: int = 1, overwrite: bool = False) -> ConversionResult:
-    """A fairseq RoBERTa checkpoint -> a Longformer checkpoint folder: positions extended (copied or random,
-    ``seed``), windows ``attention_window`` (one-sided, one value or one per layer: "256", "64,64,128,...")."""
+    """RoBERTa -> Longformer folder; windows one-sided, one value or one per layer ("256", "64,64,128,...")."""
     return convert_checkpoint(ROBERTA, source, out_dir, max_positions, attention_window, init_positions,
                               checkpoint_file, dict_file, seed, overwrite)
 
@@ -372,13 +345,11 @@ def convert_roberta_checkpoint(source, out_dir, max_positions: int = 4096, atten
 def convert_bart_checkpoint(source, out_dir, max_positions: int = DEFAULT_MAX_POSITIONS,
                             attention_window=DEFAULT_WINDOW, checkpoint_file: str = "model.pt",
                             dict_file=None, overwrite: bool = False) -> LEDConversionResult:
-    """A fairseq BART checkpoint -> an LED checkpoint folder: the encoder's positions tiled to ``max_positions``
-    (a multiple of BART's), windows ``attention_window`` (one-sided, one value or one per encoder layer)."""
+    """BART -> LED folder: encoder positions tiled to ``max_positions`` (a multiple of BART's), windows one-sided."""
     return convert_checkpoint(BART, source, out_dir, max_positions, attention_window, "copy", checkpoint_file,
                               dict_file, 1, overwrite)
 
 
 def generate_command(result: LEDConversionResult) -> str:
-    """The fairseq-generate command line for a converted LED, --user-dir the installed plugin's folder."""
     plugin = Path(__file__).resolve().parent.parent
     return "fairseq-generate DATA " + shlex.join(["--user-dir", str(plugin)] + result.generate_flags())

@@ -1,5 +1,5 @@
-"""``longformer-export-hf``: a fairseq checkpoint -> a HF folder ``from_pretrained`` loads offline
-(Longformer with its head, or LED), every check run on the built model before the folder is staged."""
+"""``longformer-export-hf``: a fairseq checkpoint -> a HF folder (Longformer with its head, or LED), every
+check run on the built model before the folder is staged."""
 import logging
 import os
 import shutil
@@ -12,10 +12,8 @@ from longformer_common.atomic import check_output_dir, staged_folder
 from . import fairseq_checkpoint
 from .families import led as led_family
 from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, inspect_model
-from .families.longformer_heads import (
-    checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, head_module, keep_only_head,
-    model_heads, refuse_heads_without_hf_class, task_labels,
-)
+from .families.longformer_heads import checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, \
+    head_module, keep_only_head, model_heads, refuse_heads_without_hf_class, task_labels
 from .rules import DICT_COPY, load_into_hf, write_dictionary_copy
 from .tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
 
@@ -42,8 +40,7 @@ def _transformers():
 
 def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None], dictionary, config, what: str,
                   tokenizer: Optional[TokenizerFiles], max_length: int, warnings: List[str]) -> ExportResult:
-    """Every family's folder: its model files (``write_model(tmp)``), the dictionary copy and the
-    tokenizer, built before anything is written."""
+    """A folder: ``write_model(tmp)``, the dictionary copy and the tokenizer (built before anything is written)."""
     hf_tokenizer, extra_files = build_tokenizer(tokenizer or TokenizerFiles(), dictionary, max_length)
     for warning in warnings:
         logger.warning(warning)
@@ -59,8 +56,7 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
 
 
 def to_hf_masked_lm(model, dictionary):
-    """A built fairseq Longformer masked LM (its task's dictionary, <mask> included) as an in-memory
-    ``transformers.LongformerForMaskedLM`` with the same weights (what ``export_model`` writes), in training mode."""
+    """A built fairseq Longformer masked LM as the in-memory ``LongformerForMaskedLM`` ``export_model`` writes."""
     transformers = _transformers()
     layout = inspect_model(model, dictionary)
     hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**layout.hf_config(dictionary)))
@@ -72,8 +68,7 @@ def to_hf_masked_lm(model, dictionary):
 
 def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None, overwrite: bool = False,
                  head_name: Optional[str] = None, labels: Optional[List[str]] = None) -> ExportResult:
-    """A built fairseq Longformer (the task's dictionary, <mask> included) -> HF folder: head ``head_name``
-    (default: its only one) as that head's HF class, no head as LongformerForMaskedLM; ``labels``: class names."""
+    """A built fairseq Longformer -> HF folder: head ``head_name`` (default: the only one) or LongformerForMaskedLM."""
     transformers = _transformers()
     head = choose_head(model_heads(model), head_name, "the model")
     if head is not None:
@@ -90,7 +85,7 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
         safetensors.torch.save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
 
     return _write_folder(out_dir, overwrite, write_model, dictionary, config, f"{layout.num_layers} layers", tokenizer,
-                         layout.max_positions, layout.warnings)
+                         layout.position_rows - layout.padding_idx - 1, layout.warnings)
 
 
 def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:
@@ -109,9 +104,8 @@ def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
 
 def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None,
                             encoder_only: bool = False, state: Optional[dict] = None):
-    """(model, task, head) from a fairseq Longformer checkpoint (``state``: it, read already) through fairseq's
-    builders and upgrades, holding exactly head ``head_name`` (else the only one; None with ``encoder_only``).
-    The dictionaries: ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data."""
+    """(model, task, head) of a Longformer checkpoint holding exactly head ``head_name`` (else the only one);
+    the dictionaries: ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data."""
     import fairseq_longformer  # noqa: F401  (registers the model and task)
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import overwrite_args_by_name
@@ -209,8 +203,7 @@ def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[Tokenize
 def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                       overwrite: bool = False, head_name: Optional[str] = None,
                       label_dict_path=None, encoder_only: bool = False) -> ExportResult:
-    """``longformer-export-hf``: fairseq checkpoint -> HF folder, the class chosen by the checkpoint's family;
-    ``encoder_only``: a Longformer's task heads left out (a masked LM)."""
+    """``longformer-export-hf``: the class chosen by the checkpoint's family (``encoder_only``: no task head)."""
     _check_before_reading(out_dir, overwrite, tokenizer)
     path = fairseq_checkpoint.checkpoint_file(checkpoint)
     state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once

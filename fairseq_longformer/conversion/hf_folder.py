@@ -1,8 +1,7 @@
-"""A Hugging Face folder read as someone else's data: config.json, the tensors (safetensors, sharded or
-not, or a CRC-checked pytorch_model.bin) and the config's sizes checked against them, the tokenizer's ids."""
+"""A Hugging Face folder read as data: config.json, the tensors (safetensors or a CRC-checked
+pytorch_model.bin, sharded or not) with the config's sizes checked against them, the tokenizer's ids."""
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
@@ -42,34 +41,27 @@ def read_hf_config(hf_dir) -> Dict[str, object]:
     return config
 
 
-def _shard_files(hf_dir: Path, index_name: str) -> List[Path]:
-    """The shards an index names, each checked to resolve inside ``hf_dir``."""
-    index = _read_json(hf_dir / index_name, "Download the folder again.")
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise ValueError(f"{str(hf_dir / index_name)!r} has no weight_map of file names: a damaged folder? "
-                         "Download the folder again.")
-    root = hf_dir.resolve()
-    for name in sorted(set(weight_map.values())):
-        path = (hf_dir / name).resolve()
-        if path.parent != root and root not in path.parents:
-            raise ValueError(f"{str(hf_dir / index_name)!r} names the shard {name!r}, which is outside the folder: "
-                             "shards must be files inside the model folder")
-    return [hf_dir / name for name in sorted(set(weight_map.values()))]
-
-
-def _weights(hf_dir: Path) -> Tuple[str, List[Path]]:
+def _weight_files(hf_dir: Path) -> Tuple[str, List[Path]]:
+    """("safetensors" | "torch", the files), an index's shards each checked to lie inside ``hf_dir``."""
     for name, kind in (("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
                        ("pytorch_model.bin.index.json", "torch"), ("pytorch_model.bin", "torch")):
-        if (hf_dir / name).is_file():
-            return kind, _shard_files(hf_dir, name) if name.endswith(".json") else [hf_dir / name]
+        if not (hf_dir / name).is_file():
+            continue
+        if not name.endswith(".json"):
+            return kind, [hf_dir / name]
+        index = _read_json(hf_dir / name, "Download the folder again.")
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ValueError(f"{str(hf_dir / name)!r} has no weight_map of file names: a damaged folder? "
+                             "Download the folder again.")
+        root, shards = hf_dir.resolve(), sorted(set(weight_map.values()))
+        for shard in shards:
+            path = (hf_dir / shard).resolve()
+            if path.parent != root and root not in path.parents:
+                raise ValueError(f"{str(hf_dir / name)!r} names the shard {shard!r}, which is outside the folder: "
+                                 "shards must be files inside the model folder")
+        return kind, [hf_dir / shard for shard in shards]
     raise FileNotFoundError(f"{str(hf_dir)!r} has no model.safetensors or pytorch_model.bin")
-
-
-def _damaged(hf_dir, error: Exception) -> ValueError:
-    first_line = (str(error).strip().splitlines() or [""])[0]
-    return ValueError(f"the weights of {str(hf_dir)!r} do not load ({type(error).__name__}: {first_line}): "
-                      "a damaged or incomplete folder: download the folder again")
 
 
 def load_safetensors(path: Path) -> Dict[str, Tensor]:
@@ -78,11 +70,10 @@ def load_safetensors(path: Path) -> Dict[str, Tensor]:
     return load_file(str(path))
 
 
-def _read_weights(hf_dir, shapes_only: bool) -> Dict[str, object]:
-    """Every tensor of the folder (``shapes_only``: its shape, from the headers or memory-mapped: nothing
-    model-sized is loaded); a file that does not load is a ValueError."""
+def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
+    """Every tensor of the folder (``shapes_only``: its shape, nothing model-sized loaded); ValueError if damaged."""
     hf_dir = Path(hf_dir)
-    kind, files = _weights(hf_dir)
+    kind, files = _weight_files(hf_dir)
     out: Dict[str, object] = {}
     try:
         for path in files:
@@ -100,16 +91,10 @@ def _read_weights(hf_dir, shapes_only: bool) -> Dict[str, object]:
     except CorruptCheckpointError:
         raise  # one line naming the file and the fix already
     except Exception as error:  # safetensors' SafetensorError, pickle errors, a truncated file
-        raise _damaged(hf_dir, error) from error
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(f"the weights of {str(hf_dir)!r} do not load ({type(error).__name__}: {first_line}): "
+                         "a damaged or incomplete folder: download the folder again") from error
     return out
-
-
-def tensor_shapes(hf_dir) -> Dict[str, Tuple[int, ...]]:
-    return _read_weights(hf_dir, shapes_only=True)
-
-
-def load_hf_state_dict(hf_dir) -> Dict[str, Tensor]:
-    return _read_weights(hf_dir, shapes_only=False)
 
 
 def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: Mapping[str, Tuple[object, int]],
@@ -149,8 +134,7 @@ def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: M
 
 
 def hf_special_ids(hf_dir) -> Dict[str, int]:
-    """Token text -> id of the tokenizer's added tokens (tokenizer.json's win over tokenizer_config.json's,
-    whose first entry of a text wins)."""
+    """Token text -> id of the tokenizer's added tokens (tokenizer.json's over tokenizer_config.json's)."""
     out: Dict[str, int] = {}
     for name, where, kind in (("tokenizer_config.json", "added_tokens_decoder", dict),
                               ("tokenizer.json", "added_tokens", list)):
@@ -178,9 +162,8 @@ def hf_special_ids(hf_dir) -> Dict[str, int]:
 
 def folder_dictionary(hf_dir: Path, vocab: int, mask_last: Optional[bool], dict_txt: Path, warnings: List[str],
                       placeholder_mask: Optional[bool] = None):
-    """(Dictionary of ``vocab`` symbols, its source), dict.txt written to ``dict_txt``: the export's copy when it
-    fits, else the sentencepiece pieces or placeholders (HF id k at line k - 4). ``mask_last``: whether the task
-    appends the last row, <mask> (None: as the copy's length says, else ``placeholder_mask``)."""
+    """(Dictionary, its source), written to ``dict_txt``: the export's copy if it fits, else sentencepiece pieces or
+    placeholders; ``mask_last``: the task appends <mask> (None: as the copy says, else ``placeholder_mask``)."""
     source, append_mask = "placeholders", bool(mask_last)
     if (hf_dir / DICT_COPY).is_file():
         copied = Dictionary.load(str(hf_dir / DICT_COPY))
@@ -223,14 +206,3 @@ def unigram_pieces(hf_dir: Path) -> Optional[List[str]]:
     if not isinstance(vocab, list) or not all(isinstance(e, list) and e and isinstance(e[0], str) for e in vocab):
         return None
     return [entry[0] for entry in vocab]
-
-
-def tokenizer_files(hf_dir: Path) -> List[str]:
-    return [name for name in HF_TOKENIZER_FILES if (hf_dir / name).is_file()]
-
-
-def copy_tokenizer(hf_dir: Path, names: List[str], out: Path) -> None:
-    if names:
-        (out / "hf_tokenizer").mkdir()
-        for name in names:
-            shutil.copyfile(hf_dir / name, out / "hf_tokenizer" / name)

@@ -1,6 +1,5 @@
-"""``longformer-import-hf``: a HF folder -> a fairseq checkpoint folder (model.pt + its task's
-dictionaries, fairseq id == HF id): Longformer / RoBERTa family (``import_hf``) or LED (``import_led``),
-the folder's sizes checked against its tensors before anything is built."""
+"""``longformer-import-hf``: a HF folder (Longformer / RoBERTa family: ``import_hf``; LED: ``import_led``)
+-> a fairseq checkpoint folder (model.pt + its task's dictionaries, fairseq id == HF id)."""
 import copy
 import logging
 import shutil
@@ -19,18 +18,14 @@ from torch import Tensor
 
 from longformer_common.atomic import check_output_dir, staged_folder
 from .families import led as led_family
-from .families.longformer import (
-    HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES,
-    HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, fairseq_args, hf_to_fairseq_state, key_map, size_problems,
-    source_family,
-)
+from .families.longformer import HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, \
+    HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, hf_to_fairseq_state, \
+    key_map, size_problems, source_family
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
 from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
-from .hf_folder import (
-    check_sizes, copy_tokenizer, folder_dictionary, hf_special_ids, load_hf_state_dict, load_safetensors,
-    read_hf_config, tensor_shapes, tokenizer_files, unigram_pieces,
-)
+from .hf_folder import HF_TOKENIZER_FILES, check_sizes, folder_dictionary, hf_special_ids, load_safetensors, \
+    read_hf_config, read_weights, unigram_pieces
 from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
 
 logger = logging.getLogger(__name__)
@@ -38,9 +33,6 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class ImportResult(ConvertedCheckpoint):
-    """What ``import_hf`` wrote: the checkpoint, where its dictionary came from, the warnings."""
-
-    model_type: str = "longformer"
     untied: bool = False
     dictionary_source: str = "placeholders"
     warnings: List[str] = field(default_factory=list)
@@ -58,22 +50,20 @@ class ImportResult(ConvertedCheckpoint):
 
 @dataclass
 class LEDImportResult(LEDConversionResult):
-    """What ``import_led`` wrote (``bart_positions`` is the encoder's own: nothing was tiled)."""
-
     dictionary_source: str = "placeholders"
     warnings: List[str] = field(default_factory=list)
 
 
 def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dict[str, object], hf_dir: Path,
-                      files: Mapping[str, Path], warnings: List[str]) -> List[str]:
-    """model.pt (the cfg fairseq builds from ``args``, update 0), the dictionaries ``files`` (name in the
-    folder -> file) and the folder's tokenizer in hf_tokenizer/, staged and renamed into place."""
+                      files: Mapping[str, Path], warnings: List[str]) -> None:
+    """model.pt (update 0), the dictionaries ``files`` (name -> file) and the tokenizer in hf_tokenizer/, staged."""
     with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
         warnings_module.simplefilter("ignore")
         cfg = convert_namespace_to_omegaconf(args)
     checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
                   "model": model.state_dict(), **training_state}
-    copied = tokenizer_files(hf_dir)
+    files = {**files, **{f"hf_tokenizer/{name}": hf_dir / name for name in HF_TOKENIZER_FILES
+                         if (hf_dir / name).is_file()}}
     for warning in warnings:
         logger.warning(warning)
     with staged_folder(out_dir, overwrite) as tmp:
@@ -81,8 +71,6 @@ def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dic
         for name, source in files.items():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, tmp / name)
-        copy_tokenizer(hf_dir, copied, tmp)
-    return copied
 
 
 def _labels(config: Mapping, hf_dir: Path) -> List[str]:
@@ -109,19 +97,15 @@ FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
 
 def _check_family_sizes(config: Mapping, hf_dir: Path, model_type: str) -> None:
     """The weights load (pytorch_model.bin's CRCs checked) and the config's sizes are the tensors'."""
-    if model_type == "led":
-        check_sizes(config, tensor_shapes(hf_dir), led_family.HF_SIZES, led_family.HF_LAYER_COUNTS,
-                    led_family.HF_HEAD_COUNTS, hf_dir)
-        return
-    base = HF_BASE[model_type]
-    check_sizes(config, tensor_shapes(hf_dir), {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()},
-                {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()},
-                ("num_attention_heads",), hf_dir)
+    base = HF_BASE.get(model_type)  # None: an LED
+    tables = (led_family.HF_SIZES, led_family.HF_LAYER_COUNTS, led_family.HF_HEAD_COUNTS) if base is None else (
+        {name: (key.format(base=base), dim) for name, (key, dim) in HF_SIZES.items()},
+        {name: prefix.format(base=base) for name, prefix in HF_LAYER_COUNTS.items()}, ("num_attention_heads",))
+    check_sizes(config, read_weights(hf_dir, shapes_only=True), *tables, hf_dir)
 
 
 def check_folder(hf_dir) -> Mapping:
-    """config.json, after the import's checks of the folder (JSON, weights that load, sizes the
-    tensors'), for a tool that loads it with transformers, which checks none of this."""
+    """config.json after the import's checks of the folder, for a tool that loads it with transformers."""
     hf_dir = Path(hf_dir)
     config = read_hf_config(hf_dir)
     model_type = "led" if config.get("model_type") == "led" else source_family(config)
@@ -131,8 +115,7 @@ def check_folder(hf_dir) -> Mapping:
 
 
 def _checked_config(hf_dir: Path, config: Mapping, model_type: str) -> Dict[str, object]:
-    """config.json as transformers reads it (a missing setting takes its default: layer_norm_eps 1e-12,
-    not fairseq's 1e-5), sizes checked; ValueError naming everything fairseq's Longformer cannot take."""
+    """config.json as transformers reads it (missing settings defaulted), checked; ValueError naming every problem."""
     problems = config_problems(config)
     try:
         import transformers
@@ -170,9 +153,8 @@ def _head(state: Mapping[str, Tensor], hf_dir: Path, head_name: Optional[str]) -
 
 def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
               overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
-    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> ``model.pt`` + its
-    task's dictionaries. max_positions: a Longformer's own, 4096 for a RoBERTa (tiled); attention_window
-    (one-sided, one or per layer): a RoBERTa's only (default 256); head_name: default its task's."""
+    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> model.pt + dictionaries;
+    max_positions default: a Longformer's own, 4096 (tiled) for a RoBERTa; attention_window: a RoBERTa's only."""
     import fairseq_longformer  # noqa: F401  (registers the model, task and criterion)
 
     from ..models.longformer import LongformerModel
@@ -203,7 +185,7 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     check_extendable(source_rows - 2, max_positions)  # 2: fairseq's reserved rows (padding_idx 1 + 1)
 
     # the folder's tensors against the key map's names and shapes, HF's tied copies equal
-    state = load_hf_state_dict(hf_dir)
+    state = read_weights(hf_dir)
     head = _head(state, hf_dir, head_name)
     labels = _labels(config, hf_dir) if head is not None and head.kind == "classification" else None
     outputs = len(labels) if labels is not None else 2  # L: classes, or QA's start and end
@@ -243,15 +225,25 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
                         f"NOTUSED id; the exported model takes either)")
 
     out_abs = Path(out_dir).absolute()
-    args = fairseq_args(out_abs, layers, hidden, ffn, heads, windows, max_positions,
-                        config.get("hidden_dropout_prob", 0.1),
-                        config.get("attention_probs_dropout_prob", 0.0) or 0.0, untied=not tied, head=head)
     head_task = HEAD_TASKS[head.kind] if head is not None else None
     token_dict = head_task.token_dict if head_task is not None else MLM_TOKEN_DICT  # where the task reads it
+    dims = {"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
+            "encoder_attention_heads": heads}
+    result = ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
+                          attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
+                          untied=not tied, warnings=warnings, head=head)
+    flags = result.train_flags()
+    at = flags.index("--restore-file")  # the checkpoint it writes
+    del flags[at:at + 2]
+    dropout = repr(float(config.get("hidden_dropout_prob", 0.1)))  # HF's classifier drops out with it too
+    args = options.parse_args_and_arch(options.get_training_parser(default_task="longformer_mlm"), input_args=[
+        str(out_abs), *flags, "--attention-dilation", "1", "--activation-fn", "gelu", "--dropout", dropout,
+        "--attention-dropout", repr(float(config.get("attention_probs_dropout_prob", 0.0) or 0.0)),
+        "--activation-dropout", "0", *(["--pooler-dropout", dropout] if head is not None else [])])
     with tempfile.TemporaryDirectory() as scratch:
         files = {token_dict: Path(scratch) / "dict.txt"}
-        dictionary, dictionary_source = folder_dictionary(hf_dir, vocab, True, files[token_dict], warnings)
-        if dictionary_source == "placeholders" and "<mask>" not in specials:
+        dictionary, result.dictionary_source = folder_dictionary(hf_dir, vocab, True, files[token_dict], warnings)
+        if result.dictionary_source == "placeholders" and "<mask>" not in specials:
             warnings.append(f"no tokenizer says where <mask> is: assuming the last id ({vocab - 1}), where "
                             "fairseq's masked_lm task appends it")
         assert dictionary.index("<mask>") == vocab - 1
@@ -270,17 +262,11 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         _write_checkpoint(out_dir, overwrite, args, model, fresh_training_state(), hf_dir, files, warnings)
     logger.info(f"imported {model_type} {head.kind if head else 'masked LM'} ({layers} layers, window w="
                 f"{list(windows)}, {max_positions} positions) to {out_abs}")
-    dims = {"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
-            "encoder_attention_heads": heads}
-    return ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
-                        attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
-                        model_type=model_type, untied=not tied, dictionary_source=dictionary_source,
-                        warnings=warnings, head=head)
+    return result
 
 
 def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
-    """HF ``LEDForConditionalGeneration`` -> ``out_dir/model.pt`` (update 0, the cfg of ``fairseq-train --arch
-    led_* --task translation``) + ``dict.txt`` + ``hf_tokenizer/``."""
+    """HF ``LEDForConditionalGeneration`` -> model.pt (``--task translation``) + dict.txt + hf_tokenizer/."""
     import fairseq_longformer  # noqa: F401  (registers the model)
 
     from ..models.led import LEDModel
@@ -292,7 +278,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         raise ValueError(f"{str(hf_dir)!r} has model_type {config.get('model_type')!r}, not 'led'")
     _check_family_sizes(config, hf_dir, "led")
     layout = led_family.LEDLayout.from_hf_config(config, repr(str(hf_dir)))
-    hf_state = load_hf_state_dict(hf_dir)
+    hf_state = read_weights(hf_dir)
     reserved_path, reserved, warnings = hf_dir / led_family.RESERVED_ROWS, None, []
     if reserved_path.is_file():
         try:
@@ -330,7 +316,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         state = filled_from(state, model.state_dict(), lambda key: key.endswith(".version"), f"{str(hf_dir)!r}")
         model.load_state_dict(state, strict=True)
         training = fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}}, LED_CRITERION)
-        result.copied_files = _write_checkpoint(out_dir, overwrite, args, model, training, hf_dir,
+        _write_checkpoint(out_dir, overwrite, args, model, training, hf_dir,
                                                 {"dict.txt": dict_txt}, warnings)
     logger.info(f"imported the LED ({layout.encoder_layers} + {layout.decoder_layers} layers, one-sided windows "
                 f"{list(layout.windows)}, {layout.encoder_positions} encoder positions) to {out_abs}")
@@ -338,8 +324,7 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
 
 
 def import_folder(hf_dir, out_dir, overwrite: bool = False, **options):
-    """The folder's family picks the import; ``options`` (max_positions, attention_window, head_name):
-    the Longformer family's only."""
+    """The folder's family picks the import; ``options``: the Longformer family's only."""
     if read_hf_config(hf_dir).get("model_type") == "led":
         given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value is not None]
         if given:

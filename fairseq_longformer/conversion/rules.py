@@ -1,5 +1,5 @@
-"""The rules every conversion shares: windows (ours one-sided w, HF's two-sided 2w, each dividing the
-largest), config rules, HF's exact "gelu", the dictionary copy, position tiling, key tables."""
+"""What every conversion shares: windows (ours one-sided w, HF's 2w), config rules, the dictionary copy,
+position tiling, key tables and the checked rename."""
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -44,6 +44,45 @@ def is_exact_gelu(fn) -> bool:
     return fn is utils.get_activation_fn("gelu") or fn is torch.nn.functional.gelu
 
 
+def stack_problems(label: str, stack, hf: str, longformer_layers: bool = True) -> List[str]:
+    """What ``hf`` (a HF class) cannot hold of a fairseq encoder or decoder ``stack``, one line each
+    (``longformer_layers``: its layers' windows must be undilated, two-sided, with global projections)."""
+    problems = []
+    for i, layer in enumerate(stack.layers):
+        where, attention = f"{label} layer {i}", layer.self_attn
+        config = getattr(attention, "config", None) if longformer_layers else None
+        if longformer_layers and config is None:
+            problems.append(f"{where}: self-attention is {type(attention).__name__}, not LongformerSelfAttention")
+        elif config is not None:
+            per_head = config.pattern.dilation_per_head(attention.num_heads)
+            if len(set(per_head)) > 1:
+                problems.append(f"--attention-dilation: {where} uses a different dilation per head "
+                                f"({':'.join(map(str, per_head))}); {hf} applies one undilated window to every head")
+            elif per_head[0] > 1:
+                problems.append(f"--attention-dilation: {where}: dilation {per_head[0]} ({hf} has no dilated "
+                                "attention)")
+            if config.pattern.causal:
+                problems.append(f"--attention-causal: {where} is causal; {hf}'s sliding window is two-sided")
+            if not config.global_projections:
+                problems.append(f"{where}: no global projections ({hf} always has them)")
+        if getattr(layer, "normalize_before", False):
+            problems.append(f"--{label}-normalize-before: {where} is pre-LN; {hf} is post-LN")
+        if not is_exact_gelu(layer.activation_fn):
+            problems.append(f"--activation-fn: {where} uses {getattr(layer.activation_fn, '__name__', '?')}; only "
+                            "exact GELU ('gelu') is exportable")
+    if stack.layer_norm is not None:
+        problems.append(f"--{label}-normalize-before: the {label} ends in a final layer norm; {hf} has none")
+    if stack.layernorm_embedding is None:
+        problems.append(f"--layernorm-embedding is off: {hf} always normalizes the {label}'s embeddings")
+    if float(stack.embed_scale) != 1.0:
+        problems.append(f"--no-scale-embedding is off: the {label}'s embeddings are scaled by "
+                        f"{float(stack.embed_scale):g}; {hf} does not scale them")
+    if not isinstance(stack.embed_positions, torch.nn.Embedding):
+        problems.append(f"the {label}'s positions are {type(stack.embed_positions).__name__}; {hf} has learned "
+                        "positions only")
+    return problems
+
+
 def write_dictionary_copy(dictionary, path: Path) -> None:
     """dict.txt lines after the specials; a task-appended trailing <mask> left out (the task appends it again)."""
     symbols, counts = dictionary.symbols[dictionary.nspecial:], dictionary.count[dictionary.nspecial:]
@@ -62,8 +101,7 @@ def check_extendable(source_positions: int, target_positions: int) -> None:
 
 def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1,
                      init: str = "copy", generator: torch.Generator = None) -> Tensor:
-    """(P_s + padding_idx + 1, C) -> (P_t + padding_idx + 1, C): reserved rows kept, learned rows
-    tiled (``init="copy"``) or redrawn from N(0, 0.02) (``"random"``)."""
+    """(P_s + padding_idx + 1, C) -> (P_t + padding_idx + 1, C): learned rows tiled ("copy") or N(0, 0.02)."""
     reserved = padding_idx + 1
     source_positions = weight.shape[0] - reserved
     if source_positions <= 0:
@@ -92,8 +130,8 @@ def check_shapes(tensors: Mapping[str, Tensor], expected: Mapping[str, Tuple[int
 
 
 def table_keys(rows, layers: Mapping[str, int], **names) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
-    """fairseq key -> (HF key, symbolic shape). Rows are (fairseq module, HF module, weight shape, bias
-    shape; None: no such tensor); a row naming stack ``{s}`` of ``layers`` repeats per layer."""
+    """fairseq key -> (HF key, shape) from rows (fairseq module, HF module, weight shape, bias shape or None),
+    a row naming stack ``{s}`` of ``layers`` repeated per layer."""
     out: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
     for fs, hf, weight, bias in rows:
         stack = next((s for s in layers if "{" + s + "}" in fs), None)
@@ -107,8 +145,7 @@ def table_keys(rows, layers: Mapping[str, int], **names) -> Dict[str, Tuple[str,
 
 
 def renamed(state: Mapping[str, Tensor], mapping: Mapping[str, str], what: str, ignored=()) -> Dict[str, Tensor]:
-    """``state`` under ``mapping``'s names; ValueError "{what}: missing ..., unexpected ..." unless it
-    holds exactly the mapping's keys (``ignored``: neither)."""
+    """``state`` under ``mapping``'s names; ValueError naming missing and unexpected keys (but ``ignored``)."""
     missing = sorted(set(mapping) - set(state))
     unexpected = sorted(set(state) - set(mapping) - set(ignored))
     if missing or unexpected:
@@ -117,8 +154,7 @@ def renamed(state: Mapping[str, Tensor], mapping: Mapping[str, str], what: str, 
 
 
 def filled_from(state: Mapping[str, Tensor], template: Mapping[str, Tensor], builder_owns, what: str):
-    """``state`` completed with the built model's tensors the builder fills (``builder_owns(key)``),
-    checked to hold exactly the model's keys and shapes."""
+    """``state`` + the tensors the builder fills (``builder_owns``), checked to be exactly the model's."""
     out = {**{k: v for k, v in template.items() if k not in state and builder_owns(k)}, **state}
     renamed(out, {key: key for key in template}, f"{what} does not fill the fairseq model")
     check_shapes(out, {k: tuple(v.shape) for k, v in template.items()}, what)

@@ -88,73 +88,64 @@ def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_leng
 _SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE = 1, 4, 6  # sentencepiece's piece types
 
 
-def read_sentencepiece_model(path: str) -> Dict[str, object]:
-    """pieces [(piece, score, type)], normalizer and trainer settings of a sentencepiece .model."""
-    from google.protobuf.message import DecodeError
-    from sentencepiece import sentencepiece_model_pb2
-
-    proto = sentencepiece_model_pb2.ModelProto()
-    try:
-        with open(path, "rb") as f:
-            proto.ParseFromString(f.read())
-    except DecodeError as error:
-        raise ValueError(f"{path!r} is not a sentencepiece model: {error}") from error
-    if not proto.pieces:
-        raise ValueError(f"{path!r} is not a sentencepiece model: it has no pieces")
-    trainer, normalizer = proto.trainer_spec, proto.normalizer_spec
-    return {"pieces": [(p.piece, p.score, p.type) for p in proto.pieces], "model_type": trainer.model_type,
-            **{name: getattr(trainer, name) for name in ("byte_fallback", "treat_whitespace_as_suffix")},
-            **{name: getattr(normalizer, name) for name in ("precompiled_charsmap", "add_dummy_prefix",
-                                                            "remove_extra_whitespaces", "escape_whitespaces")}}
-
-
 def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
     """A Unigram tokenizer over the sentencepiece pieces in the dictionary's order (entry k = symbol k)."""
+    from google.protobuf.message import DecodeError
+    from sentencepiece import sentencepiece_model_pb2
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    spec = read_sentencepiece_model(model_path)
-    if spec["model_type"] != 1:
-        kind = {2: "bpe", 3: "word", 4: "char"}.get(spec["model_type"], spec["model_type"])
+    proto = sentencepiece_model_pb2.ModelProto()
+    try:
+        with open(model_path, "rb") as f:
+            proto.ParseFromString(f.read())
+    except DecodeError as error:
+        raise ValueError(f"{model_path!r} is not a sentencepiece model: {error}") from error
+    if not proto.pieces:
+        raise ValueError(f"{model_path!r} is not a sentencepiece model: it has no pieces")
+    trainer, normalizer = proto.trainer_spec, proto.normalizer_spec
+    pieces = [(p.piece, p.score, p.type) for p in proto.pieces]
+    if trainer.model_type != 1:
+        kind = {2: "bpe", 3: "word", 4: "char"}.get(trainer.model_type, trainer.model_type)
         raise ValueError(f"--sentencepiece-model {model_path!r} is a {kind} model: only unigram sentencepiece "
                          "models (the project's default) are exported")
-    if not spec["escape_whitespaces"] or spec["treat_whitespace_as_suffix"]:
+    if not normalizer.escape_whitespaces or trainer.treat_whitespace_as_suffix:
         raise ValueError(f"--sentencepiece-model {model_path!r}: escape_whitespaces=false or "
                          "treat_whitespace_as_suffix=true has no equivalent in the exported tokenizer")
     specials = _special_tokens(dictionary)
-    score = {p: s for p, s, t in spec["pieces"] if t in (_SP_NORMAL, _SP_USER_DEFINED)}
-    kinds = {p: t for p, _, t in spec["pieces"]}
-    normal = [s for p, s, t in spec["pieces"] if t == _SP_NORMAL]
+    score = {p: s for p, s, t in pieces if t in (_SP_NORMAL, _SP_USER_DEFINED)}
+    kinds = {p: t for p, _, t in pieces}
+    normal = [s for p, s, t in pieces if t == _SP_NORMAL]
     lowest = min(normal) if normal else 0.0
     vocab = [(symbol, score.get(symbol, lowest)) for symbol in dictionary.symbols]
     for token in _present(specials).values():
         vocab[dictionary.index(token)] = (token, 0.0)
-    absent = [p for p, _, t in spec["pieces"] if t in (_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE)
+    absent = [p for p, _, t in pieces if t in (_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE)
               and p not in dictionary.indices]
     if absent:
         logger.warning(f"{len(absent)} sentencepiece pieces are not in the dictionary (fairseq maps them to "
                        f"<unk>); the exported tokenizer cannot produce them and segments around them "
                        f"(e.g. {absent[:5]})")
-    byte_fallback = spec["byte_fallback"] and any(kinds.get(p) == _SP_BYTE for p in dictionary.symbols)
+    byte_fallback = trainer.byte_fallback and any(kinds.get(p) == _SP_BYTE for p in dictionary.symbols)
     tok = Tokenizer(models.Unigram(vocab, unk_id=dictionary.unk(), byte_fallback=byte_fallback))
     steps = []
-    if spec["precompiled_charsmap"]:
-        steps.append(normalizers.Precompiled(spec["precompiled_charsmap"]))
-    if spec["remove_extra_whitespaces"]:
+    if normalizer.precompiled_charsmap:
+        steps.append(normalizers.Precompiled(normalizer.precompiled_charsmap))
+    if normalizer.remove_extra_whitespaces:
         steps += [normalizers.Strip(left=True, right=True), normalizers.Replace(Regex(" {2,}"), " ")]
     if steps:
         tok.normalizer = normalizers.Sequence(steps)
     # Split before each "▁" unless some piece spans a word boundary (inner "▁").
-    inner = any("\u2581" in p[1:] for p, _, t in spec["pieces"] if t == _SP_NORMAL)
-    prepend = "always" if spec["add_dummy_prefix"] else "never"
+    inner = any("\u2581" in p[1:] for p, _, t in pieces if t == _SP_NORMAL)
+    prepend = "always" if normalizer.add_dummy_prefix else "never"
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=prepend, split=not inner)
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
-                                    + ([decoders.Strip(" ", 1, 0)] if spec["add_dummy_prefix"] else []))
+                                    + ([decoders.Strip(" ", 1, 0)] if normalizer.add_dummy_prefix else []))
     bos, eos = specials["bos_token"], specials["eos_token"]
     tok.post_processor = processors.TemplateProcessing(
         single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
         special_tokens=[(bos, dictionary.bos()), (eos, dictionary.eos())])
-    user_defined = [p for p, _, t in spec["pieces"] if t == _SP_USER_DEFINED and p in dictionary.indices]
+    user_defined = [p for p, _, t in pieces if t == _SP_USER_DEFINED and p in dictionary.indices]
     if user_defined:  # sentencepiece matches them verbatim, before normalization
         tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in user_defined])
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **specials), {}

@@ -1,13 +1,12 @@
-"""The LED family: fairseq's LED <-> HF ``LEDForConditionalGeneration``. fairseq's reserved position
-rows are dropped on export and kept in ``RESERVED_ROWS`` so fairseq -> HF -> fairseq is exact; HF's
-``led.shared`` is fairseq's one shared embedding. Shapes: V vocabulary, C width."""
+"""fairseq's LED <-> HF ``LEDForConditionalGeneration``; the reserved position rows HF lacks travel in
+``RESERVED_ROWS`` so fairseq -> HF -> fairseq is exact."""
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from ..rules import from_hf_windows, is_exact_gelu, renamed, rule_problems, table_keys, window_problems
+from ..rules import from_hf_windows, renamed, rule_problems, stack_problems, table_keys, window_problems
 
 _HF_ATTN = "self_attn.longformer_self_attn."
 ENCODER_LAYER = (  # fairseq module -> HF module, in every encoder layer
@@ -58,8 +57,6 @@ CONFIG_RULES = (  # (config.json entry, its default, ok, why)
 
 @dataclass
 class LEDLayout:
-    """What the HF config needs, read from the built fairseq LED or from config.json."""
-
     vocab: int
     width: int
     encoder_layers: int
@@ -112,15 +109,13 @@ class LEDLayout:
                    dropout=float(config.get("dropout", 0.1)), attention_dropout=float(config.get("attention_dropout", 0.0)),
                    activation_dropout=float(config.get("activation_dropout", 0.0)))
 
-    def model_dims(self) -> Dict[str, int]:
-        """The sizes as fairseq's flags name them."""
+    def model_dims(self) -> Dict[str, int]:  # as fairseq's flags name them
         return {"encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers,
                 "encoder_embed_dim": self.width, "decoder_embed_dim": self.width,
                 "encoder_ffn_embed_dim": self.encoder_ffn, "decoder_ffn_embed_dim": self.decoder_ffn,
                 "encoder_attention_heads": self.encoder_heads, "decoder_attention_heads": self.decoder_heads}
 
-    def arch(self) -> str:
-        """led_large for bart.large's sizes, else led_base (the sizes are given explicitly anyway)."""
+    def arch(self) -> str:  # the sizes are given explicitly anyway
         return "led_large" if (self.width, self.encoder_layers) == (1024, 12) else "led_base"
 
 
@@ -132,25 +127,8 @@ def inspect_led(model) -> LEDLayout:
         raise ValueError(f"not an LED model ({type(model).__name__}): export it with the Longformer export")
     encoder, decoder = model.encoder, model.decoder
     windows = [layer.self_attn.config.pattern.window for layer in encoder.layers]
-    problems = window_problems(windows, "encoder layer")
-    for i, layer in enumerate(encoder.layers):
-        config = layer.self_attn.config
-        if any(d != 1 for d in config.pattern.dilation_per_head(layer.self_attn.num_heads)):
-            problems.append(f"encoder layer {i}: dilation {config.pattern.dilation} (HF's LED has none)")
-        if not config.global_projections:
-            problems.append(f"encoder layer {i}: no global projections (HF's LED always has them)")
-    for name, stack in (("encoder", encoder), ("decoder", decoder)):
-        if stack.layer_norm is not None:
-            problems.append(f"{name}: pre-layernorm (--{name}-normalize-before; HF's LED is post-layernorm)")
-        if stack.layernorm_embedding is None:
-            problems.append(f"{name}: no layernorm_embedding (HF's LED always has one)")
-        if stack.embed_scale != 1.0:
-            problems.append(f"{name}: embeddings scaled by {stack.embed_scale} (HF's LED does not scale: "
-                            "--no-scale-embedding, as BART)")
-        if stack.embed_positions is None or not isinstance(stack.embed_positions, torch.nn.Embedding):
-            problems.append(f"{name}: no learned positions (HF's LED has learned positions)")
-        if not all(is_exact_gelu(layer.activation_fn) for layer in stack.layers):
-            problems.append(f"{name}: activation is not gelu")
+    problems = window_problems(windows, "encoder layer") + stack_problems("encoder", encoder, "HF's LED") \
+        + stack_problems("decoder", decoder, "HF's LED", longformer_layers=False)
     if decoder.embed_tokens is not encoder.embed_tokens or decoder.output_projection.weight is not encoder.embed_tokens.weight:
         problems.append("embeddings not shared between encoder, decoder and output (--share-all-embeddings, as BART)")
     if getattr(decoder, "project_in_dim", None) is not None or getattr(decoder, "project_out_dim", None) is not None:
@@ -181,8 +159,7 @@ def fairseq_to_hf_state(state: Dict[str, Tensor], layout: LEDLayout) -> Dict[str
 
 def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
                         reserved: Optional[Dict[str, Tensor]] = None) -> Dict[str, Tensor]:
-    """HF LED tensors -> fairseq LED state dict (but the version buffers): the export's table reversed,
-    the tied copies checked equal, the reserved rows from ``reserved`` (else zeros, which no id reaches)."""
+    """HF LED tensors -> fairseq's (not the versions), tied copies checked equal, reserved rows ``reserved`` or 0."""
     tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state] or [TOKENS[1]]
     forward = {**layout.key_map(), **dict(POSITIONS)}
     out = renamed(hf_state, {**{hf: fs for fs, hf in forward.items()}, tables[0]: TOKENS[0]},

@@ -1,20 +1,17 @@
-"""The Longformer family: fairseq's Longformer (masked-LM, classification, QA heads) <-> HF
-``LongformerFor*`` (RoBERTa-family folders on import). HF's token_type row 0 is folded into the
-positions on import (a zero row on export). Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
+"""fairseq's Longformer (masked LM, classification, QA) <-> HF ``LongformerFor*`` (RoBERTa family on import).
+Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from ...models.global_projections import add_missing_global_projections
-from ...tasks.longformer_mlm import batch_pad_multiple
 from ..rules import UNCHECKED, check_shapes, extend_positions, filled_from, from_hf_windows, is_exact_gelu, renamed, \
-    rule_problems, shape_of, table_keys, window_problems
-from .longformer_heads import HEAD_MODULES, HEAD_TASKS, HeadRef, head_config, head_outputs, head_problems, \
-    head_warnings, model_heads
+    rule_problems, shape_of, stack_problems, table_keys, window_problems
+from .longformer_heads import HEAD_MODULES, HeadRef, head_config, head_outputs, head_problems, head_warnings, \
+    model_heads
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +67,7 @@ WEIGHTS_NAME = "model.safetensors"
 
 
 def source_family(config: Mapping) -> Optional[str]:
-    """"longformer" or "roberta" (the key of HF_BASE) for a folder's config.json, None if neither."""
+    """"longformer" or "roberta" (a key of HF_BASE) for a folder's config.json, None if neither."""
     if config.get("model_type") == "longformer":
         return "longformer"
     architectures = config.get("architectures") or []
@@ -90,8 +87,7 @@ def key_map(num_layers: int, base: str = "longformer", global_projections: bool 
     return table_keys(rows, {"i": num_layers}, base=base, name=head.name if head else "")
 
 
-def reverse_key_map(*args, **kwargs) -> Dict[str, Tuple[str, Tuple[str, ...]]]:
-    """HF key -> (fairseq key, symbolic shape): ``key_map`` read the other way."""
+def reverse_key_map(*args, **kwargs) -> Dict[str, Tuple[str, Tuple[str, ...]]]:  # HF key -> (fairseq key, shape)
     return {hf: (fs, shape) for fs, (hf, shape) in key_map(*args, **kwargs).items()}
 
 
@@ -115,13 +111,8 @@ class ExportLayout:
     outputs: int = 0  # L: the task head's outputs
     warnings: List[str] = field(default_factory=list)
 
-    @property
-    def max_positions(self) -> int:
-        return self.position_rows - self.padding_idx - 1
-
     def hf_config(self, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
-        """The LongformerConfig fields, each from the built model or its dictionary (``labels``: a
-        classification head's class names)."""
+        """The LongformerConfig fields (``labels``: a classification head's class names)."""
         return {
             "architectures": [HF_ARCHITECTURES[self.head and self.head.kind]], "vocab_size": self.vocab,
             "hidden_size": self.hidden, "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
@@ -136,8 +127,7 @@ class ExportLayout:
         }
 
     def hf_state(self, state: Mapping[str, Tensor]) -> Dict[str, Tensor]:
-        """fairseq state dict -> the tensors of model.safetensors; left out on purpose: version
-        counters, heads other than the one exported, the LM head of a head export."""
+        """fairseq state dict -> model.safetensors' tensors (not: versions, other heads, a head export's LM head)."""
         mapping = key_map(self.num_layers, tied=self.tied, head=self.head)
         state = {k: v for k, v in state.items() if not (
             k.endswith(".version") or (k.split(".")[0] in HEAD_MODULES.values() and k not in mapping)
@@ -160,9 +150,8 @@ class ExportLayout:
 def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tensor], forward: Mapping,
                         token_type_key: str, max_positions: int, copy_global: bool, tied: bool,
                         warnings: List[str]) -> Dict[str, Tensor]:
-    """Checked HF tensors -> the built fairseq model's state (``template``) through ``forward``: token
-    type row 0 folded into the positions (every token gets one position row: the sum is unchanged),
-    positions extended, global Q/K/V copied from Q, K, V for a RoBERTa (``copy_global``), LM head re-tied."""
+    """Checked HF tensors -> the built model's state (``template``): token type row 0 folded into the positions
+    (every token gets one of each: the sum is unchanged), positions extended, global Q/K/V = Q/K/V (``copy_global``)."""
     new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
     positions = new[FAIRSEQ_POSITIONS]
     token_types = state[token_type_key].to(torch.float32)
@@ -205,8 +194,7 @@ CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries conf
 
 def config_problems(config: Mapping) -> List[str]:
     """What in a HF config.json fairseq's Longformer cannot take, one line each (no size is read)."""
-    # CamemBERT's config says bos 5, eos 6 (its tokenizer's <s>, </s>), fairseq's ids 0 and 2 kept as
-    # <s>NOTUSED, </s>NOTUSED: checked, with a warning, against the tokenizer on import
+    # CamemBERT's bos 5, eos 6: fairseq's 0 and 2 kept as <s>NOTUSED, </s>NOTUSED (checked on import)
     ids = FAIRSEQ_IDS[:1] if config.get("model_type") == "camembert" else FAIRSEQ_IDS
     return rule_problems(config, CONFIG_RULES + tuple(
         (name, UNCHECKED, lambda v, i=i: v is None or v == i, f"fairseq's Dictionary fixes this id to {i}")
@@ -226,10 +214,7 @@ def size_problems(config: Mapping, model_type: str) -> List[str]:
 
 
 def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLayout:
-    """The exportable layout of a built fairseq Longformer with ``head`` (None: its LM head); ValueError
-    naming every setting the HF class cannot represent (and why), before anything is written."""
-    from fairseq.modules import LearnedPositionalEmbedding
-
+    """The layout of a built fairseq Longformer with ``head`` (None: LM head); ValueError naming all HF cannot hold."""
     from ...models.longformer import LongformerModel
     from ...modules.self_attention import LongformerSelfAttention
 
@@ -240,40 +225,7 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
     layers = list(encoder.layers)
     windows = [layer.self_attn.config.pattern.window for layer in layers
                if isinstance(layer.self_attn, LongformerSelfAttention)]
-    problems: List[str] = window_problems(windows)
-    for i, layer in enumerate(layers):
-        attn = layer.self_attn
-        if not isinstance(attn, LongformerSelfAttention):
-            problems.append(f"layer {i}: self-attention is {type(attn).__name__}, not LongformerSelfAttention")
-            continue
-        pattern = attn.config.pattern
-        per_head = pattern.dilation_per_head(attn.num_heads)
-        if len(set(per_head)) > 1:
-            problems.append(
-                f"--attention-dilation: layer {i} uses a different dilation per head "
-                f"({':'.join(map(str, per_head))}); HF Longformer applies one undilated window to every head")
-        elif per_head[0] > 1:
-            problems.append(f"--attention-dilation: layer {i} has dilation {per_head[0]}; HF Longformer has no "
-                            "dilated attention (its sliding window is contiguous)")
-        if pattern.causal:
-            problems.append(f"--attention-causal: layer {i} is causal (token i sees i-w..i); HF Longformer's "
-                            "sliding window is always two-sided")
-        if getattr(layer, "normalize_before", False):
-            problems.append(f"--encoder-normalize-before: layer {i} applies layer norm before attention "
-                            "(pre-LN); HF Longformer is post-LN")
-        if not is_exact_gelu(layer.activation_fn):
-            problems.append(f"--activation-fn: layer {i} uses {_name(layer.activation_fn)}; only exact GELU "
-                            "('gelu') is exportable (HF's LM head hard-codes it)")
-    if encoder.layer_norm is not None:
-        problems.append("--encoder-normalize-before: the encoder ends in a final layer norm; HF Longformer has none")
-    if encoder.layernorm_embedding is None:
-        problems.append("--layernorm-embedding is off: HF Longformer always normalizes the embeddings")
-    if float(encoder.embed_scale) != 1.0:
-        problems.append(f"--no-scale-embedding is off: embeddings are scaled by {float(encoder.embed_scale):g}; "
-                        "HF Longformer does not scale them")
-    if not isinstance(encoder.embed_positions, LearnedPositionalEmbedding):
-        problems.append(f"positions are {type(encoder.embed_positions).__name__}; HF Longformer has learned "
-                        "positions only (--encoder-learned-pos)")
+    problems = window_problems(windows) + stack_problems("encoder", encoder, "HF Longformer")
     if encoder.quant_noise is not None or getattr(layers[0] if layers else None, "quant_noise", 0):
         problems.append("--quant-noise-pq: quantization noise has no HF equivalent")
     lm_head = model.encoder.lm_head
@@ -281,8 +233,8 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
     if head is not None:
         problems += head_problems(model, head, hidden)
     elif not is_exact_gelu(lm_head.activation_fn):
-        problems.append(f"--activation-fn: the LM head uses {_name(lm_head.activation_fn)}; HF's Longformer LM head "
-                        "hard-codes exact GELU")
+        problems.append(f"--activation-fn: the LM head uses {getattr(lm_head.activation_fn, '__name__', '?')}; "
+                        "HF's Longformer LM head hard-codes exact GELU")
     norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
     eps = sorted({float(m.eps) for m in norms})
     if len(eps) > 1:
@@ -320,31 +272,3 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
         windows=tuple(windows), layer_norm_eps=eps[0] if eps else FAIRSEQ_LAYERNORM_EPS, dropout=dropout,
         attention_dropout=float(attention.config.dropout), tied=lm_head.weight is encoder.embed_tokens.weight,
         head=head, outputs=head_outputs(model, head) if head is not None else 0, warnings=warnings)
-
-
-def _name(fn) -> str:
-    return getattr(fn, "__name__", repr(fn))
-
-
-def fairseq_args(data: Path, layers, hidden, ffn, heads, windows, max_positions, dropout, attention_dropout,
-                  untied, head: Optional[HeadRef] = None):
-    """fairseq's parsed training args for the Longformer these sizes describe (its head's task)."""
-    from fairseq import options
-
-    if head is None:
-        task = ["--task", "longformer_mlm", "--criterion", "longformer_mlm", "--tokens-per-sample", str(max_positions)]
-    else:  # HF's classifier drops out with hidden_dropout_prob
-        task = HEAD_TASKS[head.kind].flags(head.name) + ["--pooler-dropout", repr(float(dropout))]
-    flags = [str(data), *task, "--arch", "longformer",
-             "--encoder-layers", str(layers), "--encoder-embed-dim", str(hidden),
-             "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
-             "--attention-window", ",".join(map(str, windows)), "--attention-dilation", "1",
-             "--max-positions", str(max_positions),
-             "--pad-to-multiple", str(batch_pad_multiple(windows, max_positions)), "--activation-fn", "gelu",
-             "--dropout", repr(float(dropout)), "--attention-dropout", repr(float(attention_dropout)),
-             "--activation-dropout", "0"]
-    if untied:
-        flags.append("--untie-weights-roberta")
-    parser = options.get_training_parser(default_task="longformer_mlm")
-    return options.parse_args_and_arch(parser, input_args=flags)
-

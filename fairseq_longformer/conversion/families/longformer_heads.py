@@ -1,5 +1,5 @@
-"""The task head of a fine-tuned Longformer at the HF boundary: which head an export carries, its HF
-class, labels and training task. Heads no transformers class computes (HotpotQA, WikiHop, coref) are refused."""
+"""The task head at the HF boundary: which one an export carries, its class, labels and task; heads no
+transformers class computes (HotpotQA, WikiHop, coref) are refused."""
 from dataclasses import dataclass, fields
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
@@ -8,8 +8,6 @@ from torch import Tensor, nn
 
 
 class HeadRef(NamedTuple):
-    """One task head: kind "classification" or "span", and its name in the model."""
-
     kind: str
     name: str
 
@@ -19,8 +17,6 @@ HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"} 
 
 @dataclass(frozen=True)
 class HeadTask:
-    """The fairseq task training a head kind, the config field naming its head, the dictionaries it reads."""
-
     task: str
     name_field: str
     token_dict: str
@@ -32,8 +28,7 @@ class HeadTask:
 
         return {f.name: f.default for f in fields(TASK_DATACLASS_REGISTRY[self.task])}[self.name_field]
 
-    def flags(self, name: str) -> List[str]:
-        """--task, --criterion (the task's own, same name) and the head's name flag."""
+    def flags(self, name: str) -> List[str]:  # the criterion has the task's name
         return ["--task", self.task, "--criterion", self.task, "--" + self.name_field.replace("_", "-"), name]
 
 
@@ -113,8 +108,7 @@ def checkpoint_head_tensors(model_state: Mapping[str, Tensor], head: HeadRef) ->
 
 
 def keep_only_head(model, head: Optional[HeadRef], tensors: Mapping[str, Tensor]) -> None:
-    """Leave ``model`` with exactly ``head`` (or none) holding ``tensors``: fairseq's loader silently gives
-    a head of another size fresh weights, and an export must carry the trained weights or nothing."""
+    """``model`` with exactly ``head`` holding ``tensors`` (fairseq's loader re-inits a head of another size)."""
     for attr in HEAD_MODULES.values():
         getattr(model, attr, nn.ModuleDict()).clear()
     if head is None:
@@ -158,8 +152,7 @@ def head_warnings(model, head: HeadRef, dropout: float) -> List[str]:
 
 
 def head_config(head: Optional[HeadRef], outputs: int, labels: Optional[Sequence[str]] = None) -> Dict[str, object]:
-    """A head export's LongformerConfig fields: num_labels (QA), or id2label/label2id in class order (HF's
-    LABEL_k without a label dictionary) and single-label cross-entropy (classification)."""
+    """A head export's LongformerConfig fields: num_labels (QA), or id2label/label2id (LABEL_k without labels)."""
     if head is None:
         return {}
     if head.kind == "span":
