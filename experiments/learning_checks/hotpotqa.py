@@ -51,7 +51,9 @@ updates, same four losses, so stage one's answer F1 is still the ordering's one-
 left it by update 650 and kept 91.25% (loss 2.59), seed 1 91.75% (2.61), seed 2 98.0% (2.27):
 mean 93.67 with 4.99 kept (stage one and selection only, one seed at a time, 168-215 s training
 each at load 1-3; the end-to-end run with stage two not yet measured). Not yet 93 on every seed:
-seeds 1 and 3 were still falling at update 800, and the last point moves more at a held lr."""
+at a held lr the valid loss moves by 0.1-0.2 between validations after the hop (2.50-2.70); 1,000
+updates (held) kept 93.0% on seed 3 and 91.75% on seed 1 (loss 2.52, 2.64 at the last point: 197
+and 216 s at load 1-2), so the budget stays at 800. Untried: a short decay at the end of the held lr."""
 import json
 import random
 from pathlib import Path
