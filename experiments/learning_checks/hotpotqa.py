@@ -52,8 +52,29 @@ top-5 recall 85% with 2 layers and 87% with 3 at update 400 (valid loss 3.02 and
 500, 91.1% at 600, 95.8% at 700, 94.8% at 800 (96 valid questions, seed 1, paragraph loss alone):
 end to end (fairseq-train, the four losses, seed 1, 600 updates: 198 s at load about 4) the
 selection kept 88.0% of valid's gold paragraphs with 4.98 of 10 (valid paragraph loss 3.17, 3.11,
-2.96, 2.83 at updates 150-600, still falling): the budget below gives stage one 800 updates, not
-yet measured end to end."""
+2.96, 2.83 at updates 150-600, still falling); at 800 updates (the budget below; three seeds, load
+about 1.5) it kept 91.75, 89.5 and 85.5% (mean 88.92, the criterion asks 90).
+
+Why the four-loss stage one stays near 90%: not gradient competition. On seed 3's final checkpoint
+(8 train batches of 16) the paragraph loss's gradient on the shared encoder (norm 10.2 per batch)
+outweighs the span loss's (4.5) and the sentence loss's (2.0; the sentence loss never leaves its
+constant predictor, 6.4 nats), and both are nearly orthogonal to it (cosine +0.01); and the
+paragraph loss alone under fairseq-train (seed 1, 800 updates, the other weights 0) never left the
+asked paragraph's plateau (valid paragraph loss 3.14 from update 150 to 800): 75.5% kept, the asked
+paragraph and chance, where the four losses kept 91.75% on that seed (the answer losses, which need
+the same hop, help it). What decides a seed is when it leaves that plateau, i.e. learns the bridge
+hop: seeds 1 and 2 by update 350 (ending at 2.60), seed 3 not before 400 (2.94). A third layer in
+stage one did not remove the plateau, it changed which seed is late: 88.0, 84.75 and 94.75% for
+seeds 1-3 (mean 89.17; valid paragraph loss 2.84, 2.93, 2.36; 336-393 s each at load 3-5). The
+polynomial decay did: a late seed leaves the plateau with its lr already decayed (seed 3 from
+update 450, under half the peak). Held at the peak after warmup (``stage_one_flags``; same 800
+updates, same four losses, so stage one's answer F1 is still the ordering's one-stage row) seed 3
+left it by update 650 and kept 91.25% (loss 2.59), seed 1 91.75% (2.61), seed 2 98.0% (2.27):
+mean 93.67 with 4.99 kept (stage one and selection only, one seed at a time, 168-215 s training
+each at load 1-3; the end-to-end run with stage two not yet measured). Not yet 93 on every seed:
+at a held lr the valid loss moves by 0.1-0.2 between validations after the hop (2.50-2.70); 1,000
+updates (held) kept 93.0% on seed 3 and 91.75% on seed 1 (loss 2.52, 2.64 at the last point: 197
+and 216 s at load 1-2), so the budget stays at 800. Untried: a short decay at the end of the held lr."""
 import json
 import random
 from pathlib import Path
@@ -80,6 +101,12 @@ MODEL = Model(positions=512)
 FROM_SCRATCH = ["--paragraph-score-token", "title", "--global-init", "identity"]
 # every stage: the answer only inside the decoded supporting paragraphs (the module docstring says why)
 DECODING = ["--answer-decoding", "evidence"]
+
+
+def stage_one_flags(budget: dict) -> list:
+    """Stage one's schedule: warmup, then the peak lr to the end (no decay). A seed that learns the
+    bridge hop late (the module docstring) still has its full lr when it does."""
+    return ["--end-learning-rate", str(budget["lr"])]
 
 
 def kept_only(items: List[dict], keep) -> List[dict]:
@@ -135,7 +162,8 @@ def pipeline(work: Path, budget: dict, raw: Dict[str, Path], data1: Path, seed: 
     seed_dir = work / f"seed{seed}"
     log = fine_tune(data1, "longformer_hotpotqa", work / "logs" / f"stage1.seed{seed}.log", MODEL,
                     updates=budget["stage_one_updates"], batch_size=budget["batch_size"], lr=budget["lr"], seed=seed,
-                    validate_every=budget["validate_every"], extra=FROM_SCRATCH, save_dir=seed_dir / "stage1")
+                    validate_every=budget["validate_every"], extra=[*FROM_SCRATCH, *DECODING, *stage_one_flags(budget)],
+                    save_dir=seed_dir / "stage1")
     selected = select(seed_dir / "stage1" / "checkpoint_last.pt", data1, raw, seed_dir / "selected")
     kept = max(1, round(selected["valid"]["paragraphs_kept"]["mean"]))
     tokenizer = ["--sentencepiece-model", str(data1 / "spm.model"), "--srcdict", str(data1 / "dict.txt")]
@@ -175,8 +203,9 @@ def about(budget: dict) -> str:
             f"{MODEL.layers}-layer x {MODEL.dim} Longformer from scratch, window {MODEL.window}, global attention on "
             f"the question, titles and sentence markers (global Q and K started as a scaled identity, the paragraph "
             f"score read at the title's first token), stage one {budget['stage_one_updates']} updates of "
-            f"{budget['batch_size']}, stage two {budget['updates']} at lr {budget['stage_two_lr']:g}, the answer "
-            f"decoded inside the supporting paragraphs (--answer-decoding evidence); "
+            f"{budget['batch_size']} (its lr held at the peak after warmup), stage two {budget['updates']} at lr "
+            f"{budget['stage_two_lr']:g}, every stage's answer decoded inside the supporting paragraphs "
+            "(--answer-decoding evidence); "
             "selection by longformer-select-paragraphs (threshold -3.0, at most 5 paragraphs).")
 
 
