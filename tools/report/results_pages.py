@@ -124,6 +124,7 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "table5_small.md": _table5,
     "hf_accelerate_cpu.md": lambda: _hf_accelerate("hf_accelerate_cpu"),
     "hf_accelerate_cpu_1thread.md": lambda: _hf_accelerate("hf_accelerate_cpu_1thread"),
+    "hf_accelerate_cpu_short.md": lambda: _hf_accelerate("hf_accelerate_cpu_short"),
     "onnx_cpu.md": lambda: _hf_accelerate("onnx_cpu"),
     "gpu_h200.md": _gpu,
     "triton_compile.md": _compile_table,
@@ -134,10 +135,10 @@ RENDERERS: Dict[str, Callable[[], str]] = {
 UNRENDERED = ()
 # pages that may not exist before their command's first run: scripts/regenerate_timings.sh writes
 # core_dropout.md, attention_layer_4096_profile.md and train_step_quickstart_omp.md,
-# scripts/regenerate_pages.sh led_encoder_1layer.md, `bash recipes/table5_small.sh` (--results-page)
+# scripts/regenerate_pages.sh led_encoder_1layer.md and hf_accelerate_cpu_short.md, `bash recipes/table5_small.sh` (--results-page)
 # table5_small.md
 FIRST_WRITTEN_BY_REGENERATE = ("core_dropout.md", "attention_layer_4096_profile.md", "train_step_quickstart_omp.md",
-                               "led_encoder_1layer.md", "table5_small.md",
+                               "led_encoder_1layer.md", "hf_accelerate_cpu_short.md", "table5_small.md",
                                *(f"{name}.md" for name in LEARNING_CHECK_PAGES))
 
 
