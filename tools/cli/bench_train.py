@@ -8,8 +8,9 @@ With --busy N every row is measured again beside N spin processes (``bench/compe
 and each row's slowdown (quiet tokens/s / busy tokens/s) reported; --size quickstart is
 recipes/quickstart.sh's model (e.g. --rows longformer_mlm,roberta_sdpa_mlm --checkpointing off
 --max-batch 2 --repeats 5 --busy 1: the main job's training step quiet and busy). With
---omp-variants project,libgomp-default,passive the same rows are timed quiet under each OpenMP
-wait policy, side by side, one fresh process per variant and round (``bench/omp_variants.py``);
+--omp-variants project,libgomp-default,passive,spin100000 the same rows are timed quiet (and with
+--busy N also beside N spin processes, at the same thread count) under each OpenMP wait policy, side
+by side, one fresh process per variant and round (``bench/omp_variants.py``);
 --out X.json then writes X.md beside it, the results page.
 """
 import argparse
@@ -55,9 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="measure every row again beside N pure-Python spin processes (started and killed "
                              "here) and report each row's slowdown (default 0: quiet only)")
     parser.add_argument("--omp-variants", default=None, metavar="V1,V2,...",
-                        help="time the rows quiet under each of these OpenMP wait policies, "
-                             f"from {','.join(omp_variants.VARIANTS)} ({omp_variants.BASELINE} among them: the "
-                             "ratios are to it), each in fresh processes, interleaved over --omp-rounds rounds")
+                        help="time the rows quiet (and beside --busy's load) under each of these OpenMP wait "
+                             f"policies, from {','.join(omp_variants.VARIANTS)} or spinN (GOMP_SPINCOUNT=N) "
+                             f"({omp_variants.BASELINE} among them: the ratios are to it), each in fresh "
+                             "processes, interleaved over --omp-rounds rounds")
     parser.add_argument("--omp-rounds", type=int, default=5,
                         help="with --omp-variants: rounds, each one process per variant (default 5)")
     parser.add_argument("--out", default=None, help="write the JSON report here (a new file; with --omp-variants "
@@ -97,8 +99,6 @@ def _check_omp_variants(args) -> None:
     args.omp_variants = omp_variants.parse_variants(args.omp_variants)
     if args.device != "cpu":
         raise UserInputError("--omp-variants times the CPU's OpenMP runtime: give --device cpu")
-    if args.busy:
-        raise UserInputError("--omp-variants times quiet only: drop --busy (or run --busy without --omp-variants)")
     if args.omp_rounds < 1:
         raise UserInputError(f"--omp-rounds must be >= 1, got {args.omp_rounds}")
     if args.out and not args.out.endswith(".json"):
@@ -169,7 +169,7 @@ def _compare_omp_variants(args, environment: dict, started: float) -> int:
     """--omp-variants: the rows quiet under each wait policy, in processes of their own; the
     table, and with --out the record and its page."""
     spec = dict(rows=args.rows, checkpointing=args.checkpointing, size=args.size, max_batch=args.max_batch,
-                repeats=args.repeats, time_cap=args.time_cap, threads=environment["threads"])
+                repeats=args.repeats, time_cap=args.time_cap, threads=environment["threads"], busy=args.busy)
     record = omp_variants.compare(args.omp_variants, args.omp_rounds, spec)
     record["environment"] = dict(environment, seconds=round(time.time() - started, 1),
                                  load_average_at_end=[round(x, 2) for x in os.getloadavg()])

@@ -20,7 +20,7 @@ def test_each_variant_runs_in_a_child_of_its_own_environment_and_the_page_render
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # a caller's own choice reaches no child
     assert bench.main(["train-steps", "--device", "cpu", "--size", "tiny", "--rows", "longformer_mlm",
                        "--checkpointing", "off", "--max-batch", "2", "--repeats", "1", "--threads", "1",
-                       "--omp-variants", VARIANTS, "--omp-rounds", "1", "--out", str(out)]) == 0
+                       "--omp-variants", VARIANTS, "--omp-rounds", "1", "--busy", "1", "--out", str(out)]) == 0
     record = json.loads(out.read_text())
     [only_round] = record["rounds"]
     assert sorted(only_round["order"]) == sorted(VARIANTS.split(","))
@@ -30,19 +30,23 @@ def test_each_variant_runs_in_a_child_of_its_own_environment_and_the_page_render
         assert run["threads"] == 1  # the parent's count in every child
         [row] = run["rows"]
         assert row["status"] == "ok" and row["batch"] == 2 and row["repeats"] == 1, row
+        [busy_row] = run["busy_rows"]  # the same row again, beside the spin process
+        assert busy_row["status"] == "ok" and busy_row["batch"] == 2, busy_row
     entries = {e["variant"]: e for e in record["summary"]}
     assert set(entries) == set(VARIANTS.split(","))
     assert entries["libgomp-default"]["ratio_median"] == 1.0
     project = only_round["runs"]["project"]["rows"][0]["tokens_per_s"]
     baseline = only_round["runs"]["libgomp-default"]["rows"][0]["tokens_per_s"]
     assert entries["project"]["ratio_median"] == pytest.approx(project / baseline)
+    assert entries["project"]["slowdown_median"] == pytest.approx(
+        project / only_round["runs"]["project"]["busy_rows"][0]["tokens_per_s"])
     assert record["provenance"]["commit"]
     assert record["environment"]["command"].startswith("longformer-bench train-steps")
     # the page beside it is what results_pages renders from the JSON alone
     monkeypatch.setattr(results_pages, "RESULTS", str(tmp_path))
     page = out.with_suffix(".md").read_text()
     assert results_pages.render("train_step_quickstart_omp.md") == page
-    assert "| longformer_mlm | off | passive |" in page
+    assert "| longformer_mlm | off | passive |" in page and "slowdown beside the busy process(es)" in page
     assert "train_step_quickstart_omp.md" in results_pages.FIRST_WRITTEN_BY_REGENERATE  # until its first run
     assert "round 1 passive" in capsys.readouterr().out
 
@@ -54,9 +58,39 @@ def test_a_child_environment_holds_only_its_variants_wait_policy():
     assert omp_variants.variant_environment("libgomp-default", caller) == {"PATH": "/bin", "GOMP_SPINCOUNT": "300000"}
 
 
+def _row(tokens_per_s: float) -> dict:
+    return {"name": "longformer_mlm", "checkpointing": False, "status": "ok", "note": "", "tokens_per_s": tokens_per_s}
+
+
 def _run(variant: str, tokens_per_s: float, threads: int = 2) -> dict:
-    return {"rows": [{"name": "longformer_mlm", "checkpointing": False, "status": "ok", "note": "",
-                      "tokens_per_s": tokens_per_s}], "threads": threads}
+    return {"rows": [_row(tokens_per_s)], "threads": threads}
+
+
+def test_a_spin_variant_sets_that_spin_count_and_only_it():
+    assert omp_variants.parse_variants("spin100000,libgomp-default") == ["spin100000", "libgomp-default"]
+    assert omp_variants.variant_environment("spin030000", {"OMP_WAIT_POLICY": "PASSIVE", "PATH": "/bin"}) == {
+        "PATH": "/bin", "GOMP_SPINCOUNT": "30000"}
+
+
+def test_with_busy_rows_each_variant_reports_its_own_quiet_over_busy_slowdown():
+    variants = ["spin100000", "libgomp-default"]
+    quiet = {"spin100000": [100, 90, 110], "libgomp-default": [100, 100, 100]}
+    busy = {"spin100000": [50, 45, 22], "libgomp-default": [10, 20, 25]}
+    rounds = [{"order": variants, "runs": {v: dict(_run(v, quiet[v][r]), busy_rows=[_row(busy[v][r])])
+                                           for v in variants}} for r in range(3)]
+    rounds[1]["runs"]["libgomp-default"]["busy_rows"][0].update(status="error", note="out of memory")
+    record = {"omp_variants": variants, "variant_environment": {v: omp_variants.variables(v) for v in variants},
+              "omp_rounds": 3, "settings": {"repeats": 5, "threads": 2, "busy": 1}, "rounds": rounds,
+              "environment": {"command": "longformer-bench train-steps --busy 1 --omp-variants spin100000,libgomp-default",
+                              "thread_policy": "2 (--threads)"}}
+    record["summary"] = omp_variants.summary(record)
+    entries = {e["variant"]: e for e in record["summary"]}
+    assert (entries["spin100000"]["slowdown_median"], entries["spin100000"]["slowdown_max"]) == (2, 5)
+    assert entries["libgomp-default"]["slowdown_median"] == 7  # of rounds 1 and 3: 10 and 4
+    assert omp_variants.failures(record) == ["round 2 libgomp-default longformer_mlm busy: error out of memory"]
+    page = omp_variants.page(record, "docs/results/x.json")
+    assert "quiet and busy tokens/s" in page and "beside 1 spin process(es)" in page
+    assert "| longformer_mlm | off | spin100000 | 100 (90-110) | 1.000 (0.900-1.100) | 2.00 (2.00-5.00) |" in page
 
 
 def test_the_summary_takes_ratios_per_round_and_leaves_out_what_was_not_measured_as_asked():
@@ -86,7 +120,7 @@ def test_the_summary_takes_ratios_per_round_and_leaves_out_what_was_not_measured
 @pytest.mark.parametrize("flags,message", [
     (["--omp-variants", "project,spinny,libgomp-default"], "--omp-variants: unknown spinny; choose from "),
     (["--omp-variants", "project,passive"], "--omp-variants: add libgomp-default"),
-    (["--omp-variants", VARIANTS, "--busy", "1"], "--omp-variants times quiet only"),
+    (["--omp-variants", "spin-5,libgomp-default"], "--omp-variants: unknown spin-5; choose from "),
     (["--omp-variants", VARIANTS, "--omp-rounds", "0"], "--omp-rounds must be >= 1"),
 ])
 def test_a_bad_omp_option_is_one_line_and_measures_nothing(flags, message, tmp_path, capsys):
