@@ -65,16 +65,19 @@ def _to(value, device):
 
 
 @torch.no_grad()
-def score_split(model, dataset, head: str, max_answer: int, batch_size: int, device) -> Iterator[Tuple[dict, dict]]:
+def score_split(model, dataset, head: str, max_answer: int, batch_size: int, device,
+                answer_decoding: str = "anywhere") -> Iterator[Tuple[dict, dict]]:
     """Per example of a prepared split: (its side record, {"paragraphs": raw <t> logits of its
-    input's paragraphs, and per evidence decoding its (answer, facts) prediction})."""
+    input's paragraphs, and per evidence decoding its (answer, facts) prediction}); the answer
+    decoded as ``answer_decoding`` says (the task's --answer-decoding)."""
     for indices in batches(dataset, batch_size):
         sample = dataset.collater([dataset[i] for i in indices])
         out, _ = model(**_to(sample["net_input"], device), span_head_name=head)
         out = {k: v.float().cpu() for k, v in out.items()}
         start_lp, end_lp = span_log_probs(out["span"], sample["context_token"])
         paragraphs = marker_scores(out["paragraph"], sample["paragraph_positions"], sample["paragraph_valid"])
-        decoded = {name: decode(sample, out, start_lp, end_lp, max_answer, name) for name in EVIDENCE_DECODINGS}
+        decoded = {name: decode(sample, out, start_lp, end_lp, max_answer, name, answer_decoding)
+                   for name in EVIDENCE_DECODINGS}
         for row, record in enumerate(sample["records"]):
             yield record, {"paragraphs": paragraphs[row], **{name: decoded[name][row] for name in decoded}}
 

@@ -140,7 +140,9 @@ def select_split(a, name: str, path: str, task, model, head: str, max_answer: in
     find = match(name, path, records)
     selected, report = list(records), SelectionReport(len(records))
     predictions = {"answer": {}, "sp": {}}
-    for side, scored in score_split(model, dataset, head, max_answer, a.batch_size, device):
+    # the answer decoded as the checkpoint's task decodes it in validation (older checkpoints: anywhere)
+    answer_decoding = getattr(task.cfg, "answer_decoding", None) or "anywhere"
+    for side, scored in score_split(model, dataset, head, max_answer, a.batch_size, device, answer_decoding):
         i = find(side)
         kept = keep_paragraphs(scored["paragraphs"], a.threshold, a.max_paragraphs)
         selected[i] = shorten(records[i], kept)

@@ -53,3 +53,33 @@ def test_evidence_decoding_answers_from_the_chosen_paragraphs(hotpotqa_data):  #
         assert evidence[row][0] == record["text"][chars[first][0]:chars[last][1]]
         differs += evidence[row][0] != anywhere[row][0]
     assert differs > 0  # the sample has a best span outside the evidence, so the test can fail
+
+
+def test_select_paragraphs_decodes_the_answer_as_the_task_says(hotpotqa_data):  # noqa: F811
+    """longformer-select-paragraphs' scoring (``score_split``) decodes the answer as asked (the
+    checkpoint's --answer-decoding), not always anywhere."""
+    from fairseq_longformer.cli.hotpotqa_selection import score_split
+
+    task, model, _ = task_and_model(hotpotqa_data, "longformer_hotpotqa")
+    dataset = task.load_dataset("valid")
+
+    def decisive(**net_input):  # an untrained model's outputs made decisive, a function of each row's
+        out, extra = model(**net_input)  # own tokens, so the batch order does not matter
+        tokens = net_input["src_tokens"].float()
+        where = torch.arange(tokens.shape[1]).float()
+        noise = torch.sin(tokens[..., None] * 12.9898 + where[None, :, None] * 78.233
+                          + torch.arange(2).float() * 3.1) * 4
+        return {**out, "span": noise.expand_as(out["span"]), "paragraph": noise[..., 0].view_as(out["paragraph"]),
+                "type": torch.tensor([[9.0, 0.0, 0.0]]).expand_as(out["type"])}, extra
+
+    head = task.cfg.hotpotqa_head_name
+    with torch.no_grad():
+        evidence = {side["id"]: scored["two_paragraphs"][0]
+                    for side, scored in score_split(decisive, dataset, head, 5, 4, "cpu", "evidence")}
+        anywhere = {side["id"]: scored["two_paragraphs"][0] for side, scored in score_split(decisive, dataset, head, 5, 4, "cpu")}
+        sample = batch(task, "valid", range(len(dataset)))
+        out, _ = decisive(**sample["net_input"], span_head_name=head)
+    start_lp, end_lp = span_log_probs(out["span"], sample["context_token"])
+    expected = decode(sample, out, start_lp, end_lp, 5, "two_paragraphs", "evidence")
+    assert evidence == {record["id"]: answer for record, (answer, _) in zip(sample["records"], expected)}
+    assert evidence != anywhere  # some best span lies outside the evidence, so the test can fail
