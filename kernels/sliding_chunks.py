@@ -70,13 +70,24 @@ def _biases(band: Tensor, key_bias: Optional[Tensor], rows: slice):
     return band, key_bias[rows]
 
 
-def _fold(blocks: Tensor, windows: Tensor, start: int, count: int) -> None:
-    """Add the gradients of overlapping key windows (T, L, D) back into the flat key buffer seen
-    as (rows / c, c, D) blocks: block u of window t is block t + u of the buffer."""
-    number, width, head_dim = windows.shape
-    parts = windows.view(number, count, width // count, head_dim)
-    for u in range(count):
-        blocks[start + u:start + u + number].add_(parts[:, u])
+def _fold(blocks: Tensor, padded: Tensor, start: int, count: int, summed: Tensor) -> None:
+    """Add the gradients of ``count`` overlapping key windows (T, L, D), L = R * c, back into the
+    flat key buffer seen as (rows / c, c, D) blocks: block u of window t is block start + t + u.
+
+    padded: (R - 1 + T + R - 1, L, D), the T windows between R - 1 windows of zeros on either
+    side; summed: (>= T + R - 1, c, D) scratch. Why not one add per block offset u (R passes over
+    the blocks, R parallel regions): target block b collects block u of window b - u for every u,
+    and with the zero windows around them those R blocks are one strided view (block R - 1 - u'
+    of padded window b + u' lies at b * L + u' * (L - c) + (R - 1) * c rows of D), so one sum
+    over u' and one add do it."""
+    _, width, head_dim = padded.shape
+    chunk = blocks.shape[1]
+    reach = width // chunk  # R blocks per window
+    targets = count + reach - 1
+    view = padded.as_strided((targets, reach, chunk, head_dim),
+                             (width * head_dim, (width - chunk) * head_dim, head_dim, 1),
+                             padded.storage_offset() + (reach - 1) * chunk * head_dim)
+    blocks[start:start + targets].add_(torch.sum(view, dim=1, out=summed[:targets]))
 
 
 class _BandAttention(torch.autograd.Function):
@@ -157,14 +168,21 @@ class _BandAttention(torch.autograd.Function):
             # threads) would cost a page fault per 4 KiB on every call (buffer_pool.py)
             probs = buffers.take((layout.group, layout.chunk, layout.width))
             grad_scores = buffers.take((layout.group, layout.chunk, layout.width))
-            windows = buffers.take((layout.group, layout.width, layout.head_dim))
+            # dK and dV of a group's windows, between R - 1 windows of zeros on either side (``_fold``)
+            pad = layout.blocks - 1
+            padded = buffers.take((layout.group + 2 * pad, layout.width, layout.head_dim))
+            padded[:pad].zero_()
+            padded[pad + layout.group:].zero_()
+            summed = buffers.take((layout.group + pad, layout.chunk, layout.head_dim))
             # With dropout, dP and dV see the kept probabilities scaled by 1 / (1 - rate): the scale
             # rides on a group's dO, (T, c, D), not on its (T, c, L) blocks nor on a whole copy of dO.
             scaled = None if drop is None else buffers.take((layout.group, layout.chunk, layout.head_dim))
             for start, end in layout.groups():
                 count = end - start
                 rows = slice(start, end)
-                p, ds, win = probs[:count], grad_scores[:count], windows[:count]
+                p, ds, win = probs[:count], grad_scores[:count], padded[pad:pad + count]
+                if count < layout.group:  # the last group: zeros after its windows, not a larger group's
+                    padded[pad + count:2 * pad + count].zero_()
                 _scores_into(p, *_biases(band, key_bias, rows), q_chunks[rows], k_windows[rows], scale2)
                 p.sub_(lse[rows]).exp2_()  # the joint lse: band probabilities of the joint softmax
                 if drop is None:
@@ -177,12 +195,12 @@ class _BandAttention(torch.autograd.Function):
                     # dS = P * (keep * dP - delta) = kept * dP - P * delta, kept = P * keep
                     kept = drop.softmax_grad_(start, end, p, ds, delta[rows])
                     torch.bmm(kept.transpose(1, 2), grad_kept, out=win)
-                _fold(grad_v_blocks, win, start, layout.blocks)
+                _fold(grad_v_blocks, padded[:count + 2 * pad], start, count, summed)
                 if grad_bias is not None:
                     layout.unskew(ds, grad_bias[rows])
                 torch.bmm(ds, k_windows[rows], out=grad_q[rows])
                 torch.bmm(ds.transpose(1, 2), q_chunks[rows], out=win)
-                _fold(grad_k_blocks, win, start, layout.blocks)
+                _fold(grad_k_blocks, padded[:count + 2 * pad], start, count, summed)
             if global_keys is not None:
                 glob = GlobalKeys(layout, layout.global_rows(global_keys), global_valid, k_flat, v_flat)
                 glob.backward(q_chunks, grad_chunks, delta, lse, scale2, grad_q, grad_k, grad_v, drop)
