@@ -150,18 +150,15 @@ class ConvertedCheckpoint:
     max_positions: int  # the encoder's
     model_dims: Dict[str, int]
 
+    def size_flags(self) -> List[str]:  # model_dims as fairseq's flags
+        return [text for name, value in self.model_dims.items() for text in ("--" + name.replace("_", "-"), str(value))]
+
     def train_flags(self) -> List[str]:
-        d = self.model_dims
-        return [
-            "--arch", self.arch, "--task", "longformer_mlm", "--criterion", "longformer_mlm",
-            "--encoder-layers", str(d["encoder_layers"]), "--encoder-embed-dim", str(d["encoder_embed_dim"]),
-            "--encoder-ffn-embed-dim", str(d["encoder_ffn_embed_dim"]),
-            "--encoder-attention-heads", str(d["encoder_attention_heads"]),
-            "--attention-window", ",".join(str(w) for w in self.attention_window),
-            "--max-positions", str(self.max_positions), "--tokens-per-sample", str(self.max_positions),
-            "--pad-to-multiple", str(batch_pad_multiple(self.attention_window, self.max_positions)),
-            "--restore-file", str(self.checkpoint),
-        ]
+        return ["--arch", self.arch, "--task", "longformer_mlm", "--criterion", "longformer_mlm", *self.size_flags(),
+                "--attention-window", ",".join(str(w) for w in self.attention_window),
+                "--max-positions", str(self.max_positions), "--tokens-per-sample", str(self.max_positions),
+                "--pad-to-multiple", str(batch_pad_multiple(self.attention_window, self.max_positions)),
+                "--restore-file", str(self.checkpoint)]
 
 
 def continue_command(flags: Sequence[str]) -> str:

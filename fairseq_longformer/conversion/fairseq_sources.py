@@ -17,10 +17,8 @@ from longformer_common.atomic import check_output_dir
 from longformer_kernels import AttentionPattern, parse_per_layer
 from ..models.global_projections import add_missing_global_projections
 from ..tasks.longformer_mlm import batch_pad_multiple
-from .fairseq_checkpoint import (
-    ConvertedCheckpoint, config_get, config_sections, config_set, fresh_training_state, load_checkpoint,
-    resolve_source, write_checkpoint_folder, TOKENIZER_FILES,
-)
+from .fairseq_checkpoint import TOKENIZER_FILES, ConvertedCheckpoint, config_get, config_sections, config_set, \
+    fresh_training_state, load_checkpoint, resolve_source, write_checkpoint_folder
 from .rules import check_extendable, extend_positions
 
 logger = logging.getLogger(__name__)
@@ -48,9 +46,9 @@ class LEDConversionResult(ConvertedCheckpoint):
     bart_positions: int = 0
 
     def model_flags(self) -> List[str]:  # sizes explicit: any BART works
-        sizes = [text for name, value in self.model_dims.items() for text in ("--" + name.replace("_", "-"), str(value))]
-        return ["--arch", self.arch, *sizes, "--attention-window", ",".join(map(str, self.attention_window)),
-                "--max-source-positions", str(self.max_positions), "--max-target-positions", str(self.decoder_positions)]
+        return ["--arch", self.arch, *self.size_flags(), "--max-source-positions", str(self.max_positions),
+                "--max-target-positions", str(self.decoder_positions),
+                "--attention-window", ",".join(map(str, self.attention_window))]
 
     def train_flags(self) -> List[str]:  # document -> summary fine-tuning (fairseq's translation task)
         return self.model_flags() + ["--task", "translation", "--criterion", "label_smoothed_cross_entropy",
@@ -191,9 +189,8 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
             raise ValueError(f"the checkpoint's config does not say {stack}_attention_heads")
         if width % int(heads):
             raise ValueError(f"{stack}_attention_heads {heads} does not divide the {stack} width {width}")
-        dims.update({f"{stack}_layers": count, f"{stack}_embed_dim": width,
-                     f"{stack}_ffn_embed_dim": int(model_state[prefix + "layers.0.fc1.weight"].shape[0]),
-                     f"{stack}_attention_heads": int(heads)})
+        dims.update({f"{stack}_layers": count, f"{stack}_embed_dim": width, f"{stack}_attention_heads": int(heads),
+                     f"{stack}_ffn_embed_dim": int(model_state[prefix + "layers.0.fc1.weight"].shape[0])})
     arch = source.archs.get(config_get(model_section, "arch"), source.default_arch)
     # the new state: heads dropped, positions extended, global projections copied from Q, K, V
     dropped = [key for key in model_state if key.startswith(source.dropped_prefixes)]

@@ -74,8 +74,7 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
     """A built fairseq Longformer -> HF folder: head ``head_name`` (default: the only one) or LongformerForMaskedLM."""
     transformers = _transformers()
     head = choose_head(model_heads(model), head_name, "the model")
-    if head is not None:
-        refuse_heads_without_hf_class(head, head_module(model, head).state_dict())
+    refuse_heads_without_hf_class(head, head_module(model, head).state_dict() if head is not None else {})
     layout = inspect_model(model, dictionary, head)
     config = layout.hf_config(dictionary, labels)
     tensors = layout.hf_state(model.state_dict())
