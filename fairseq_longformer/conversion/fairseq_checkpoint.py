@@ -1,5 +1,5 @@
 """fairseq checkpoints on both sides: read (``load_checkpoint``, the one unpickling), config rewritten,
-written at update 0 (``write_folder``: model.pt last, so its presence means the folder is complete)."""
+written at update 0 (``write_checkpoint_folder``, the one writer of every converter and import)."""
 import argparse
 import copy
 import shlex
@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from fairseq import checkpoint_utils
@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from ..runtime import checkpoints
 from ..tasks.longformer_mlm import batch_pad_multiple
-from longformer_common.atomic import MARKER, atomic_files
+from longformer_common.atomic import staged_folder
 
 # Tokenizer files fairseq's hub loader looks for next to model.pt: copied along when present.
 TOKENIZER_FILES = ("encoder.json", "vocab.bpe", "sentencepiece.bpe.model", "merges.txt",
@@ -82,7 +82,6 @@ def load_upgraded(path: Path, kind: str) -> dict:
 
 class DictionaryTask:
     """What a fairseq model builder asks of a task: the dictionaries and the positions."""
-
     cfg = None
 
     def __init__(self, dictionary, positions=None):
@@ -123,54 +122,23 @@ def config_sections(state: Mapping):
     raise ValueError("the checkpoint has neither 'cfg' nor 'args': fairseq cannot rebuild a model from it")
 
 
-def check_output(out_dir, checkpoint_path: Path, overwrite: bool) -> Path:
-    """ValueError unless ``out_dir`` can receive a converted checkpoint (checked before the source is read)."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--output {str(out_dir)!r} exists and is not a folder")
-    if out_dir.is_dir() and out_dir.resolve() == checkpoint_path.parent.resolve():
-        raise ValueError(f"--output {str(out_dir)!r} is the source folder: choose a new folder")
-    if (out_dir / "model.pt").exists() and not overwrite:
-        raise ValueError(f"--output {str(out_dir)!r} already holds model.pt: pass --overwrite to replace it")
-    if (out_dir / "model.pt").exists() and not (out_dir / MARKER).is_file():
-        raise ValueError(f"--output {str(out_dir)!r} holds a model.pt these tools did not write (no {MARKER} "
-                         "there), so --overwrite will not replace it: choose another folder, or move it yourself")
-    return out_dir
-
-
-def write_folder(out_dir: Path, checkpoint: dict, dict_path: Path, source_folder: Path) -> None:
-    """out_dir/model.pt (published last) with dict.txt and the tokenizer files found in ``source_folder``."""
-    def copier(path: Path) -> Callable:
-        return lambda handle: handle.write(path.read_bytes())
-
-    copied = [name for name in TOKENIZER_FILES if (source_folder / name).is_file()]
-    files: Dict[str, Callable] = {"dict.txt": copier(dict_path), **{name: copier(source_folder / name) for name in copied}}
-    files[MARKER] = lambda f: f.write(b"written by fairseq-longformer: --overwrite may replace model.pt here\n")
-    files["model.pt"] = lambda f: torch.save(checkpoint, f)
-
-    created = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        with atomic_files(out_dir, list(files)) as temps:  # published in order: model.pt last
-            for name, writer in files.items():
-                with open(temps[name], "wb") as handle:
-                    writer(handle)
-    except BaseException:
-        if created:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        raise
+def write_checkpoint_folder(out_dir, overwrite: bool, checkpoint: dict, files: Mapping[str, Path], inputs) -> None:
+    """out_dir staged whole (``atomic.staged_folder``): model.pt and ``files`` (name there -> file to copy)."""
+    with staged_folder(out_dir, overwrite, inputs) as tmp:
+        torch.save(checkpoint, tmp / "model.pt")
+        for name, source in files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, tmp / name)
 
 
 def fresh_training_state(extra: Optional[Dict[str, object]] = None,
                          criterion_name: str = "LongformerMLMLoss") -> Dict[str, object]:
     """Training state at update 0, no optimizer state (no --reset-* needed); ``extra``: more ``extra_state``."""
-    return {
-        "optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
-                               "lr_scheduler_state": {"best": None}, "num_updates": 0}],
-        "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True, "version": 2},
-                        "previous_training_time": 0.0, **(extra or {})},
-        "last_optimizer_state": None,
-    }
+    return {"optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
+                                   "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+            "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True, "version": 2},
+                            "previous_training_time": 0.0, **(extra or {})},
+            "last_optimizer_state": None}
 
 
 @dataclass
@@ -181,20 +149,16 @@ class ConvertedCheckpoint:
     attention_window: Tuple[int, ...]
     max_positions: int  # the encoder's
     model_dims: Dict[str, int]
-    source: Optional[Path] = None
+
+    def size_flags(self) -> List[str]:  # model_dims as fairseq's flags
+        return [text for name, value in self.model_dims.items() for text in ("--" + name.replace("_", "-"), str(value))]
 
     def train_flags(self) -> List[str]:
-        d = self.model_dims
-        return [
-            "--arch", self.arch, "--task", "longformer_mlm", "--criterion", "longformer_mlm",
-            "--encoder-layers", str(d["encoder_layers"]), "--encoder-embed-dim", str(d["encoder_embed_dim"]),
-            "--encoder-ffn-embed-dim", str(d["encoder_ffn_embed_dim"]),
-            "--encoder-attention-heads", str(d["encoder_attention_heads"]),
-            "--attention-window", ",".join(str(w) for w in self.attention_window),
-            "--max-positions", str(self.max_positions), "--tokens-per-sample", str(self.max_positions),
-            "--pad-to-multiple", str(batch_pad_multiple(self.attention_window, self.max_positions)),
-            "--restore-file", str(self.checkpoint),
-        ]
+        return ["--arch", self.arch, "--task", "longformer_mlm", "--criterion", "longformer_mlm", *self.size_flags(),
+                "--attention-window", ",".join(str(w) for w in self.attention_window),
+                "--max-positions", str(self.max_positions), "--tokens-per-sample", str(self.max_positions),
+                "--pad-to-multiple", str(batch_pad_multiple(self.attention_window, self.max_positions)),
+                "--restore-file", str(self.checkpoint)]
 
 
 def continue_command(flags: Sequence[str]) -> str:

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import torch
+from fairseq.data import Dictionary
 from torch import Tensor
 
+from longformer_common.atomic import check_output_dir
 from longformer_kernels import AttentionPattern, parse_per_layer
 from ..models.global_projections import add_missing_global_projections
 from ..tasks.longformer_mlm import batch_pad_multiple
-from .fairseq_checkpoint import (
-    ConvertedCheckpoint, check_output, config_get, config_sections, config_set, fresh_training_state, load_checkpoint,
-    resolve_source, write_folder,
-)
+from .fairseq_checkpoint import TOKENIZER_FILES, ConvertedCheckpoint, config_get, config_sections, config_set, \
+    fresh_training_state, load_checkpoint, resolve_source, write_checkpoint_folder
 from .rules import check_extendable, extend_positions
 
 logger = logging.getLogger(__name__)
@@ -46,34 +46,29 @@ class LEDConversionResult(ConvertedCheckpoint):
     bart_positions: int = 0
 
     def model_flags(self) -> List[str]:  # sizes explicit: any BART works
-        sizes = [text for name, value in self.model_dims.items() for text in ("--" + name.replace("_", "-"), str(value))]
-        return ["--arch", self.arch, *sizes, "--attention-window", ",".join(str(w) for w in self.attention_window),
-                        "--max-source-positions", str(self.max_positions),
-                        "--max-target-positions", str(self.decoder_positions)]
+        return ["--arch", self.arch, *self.size_flags(), "--max-source-positions", str(self.max_positions),
+                "--max-target-positions", str(self.decoder_positions),
+                "--attention-window", ",".join(map(str, self.attention_window))]
 
     def train_flags(self) -> List[str]:  # document -> summary fine-tuning (fairseq's translation task)
         return self.model_flags() + ["--task", "translation", "--criterion", "label_smoothed_cross_entropy",
                                      "--restore-file", str(self.checkpoint)]
 
-    def generate_flags(self) -> List[str]:
-        """The task's source limit raised to the encoder's (fairseq filters by the smaller); batch multiple 1
-        (stock fairseq-generate drops a short last batch)."""
-        return ["--task", "translation", "--path", str(self.checkpoint),
-                "--max-source-positions", str(self.max_positions),
-                "--max-target-positions", str(self.decoder_positions), "--required-batch-size-multiple", "1"]
+    def generate_flags(self) -> List[str]:  # batch multiple 1: stock fairseq-generate drops a short last batch
+        return ["--task", "translation", "--path", str(self.checkpoint), "--required-batch-size-multiple", "1",
+                "--max-source-positions", str(self.max_positions), "--max-target-positions", str(self.decoder_positions)]
 
 
 @dataclass(frozen=True)
 class SourceFamily:
-    """``stacks``: (name, key prefix, layer modules), the encoder first; ``tables``: the position tables."""
-
+    """``stacks``: (name, key prefix, layer modules), the encoder first, each with its embed_tokens and
+    embed_positions (learned, with fairseq's 2 reserved rows)."""
     kind: str
     target: str
     task: str  # the source's task, which appends <mask>
     stacks: Tuple[Tuple[str, str, Tuple[str, ...]], ...]
-    top_keys: Tuple[str, ...]  # required outside the layers
-    tables: Tuple[str, ...]
-    vocab_keys: Tuple[str, ...]
+    more_keys: Tuple[str, ...]  # required besides the stacks' tables and layers
+    vocab_rows: Tuple[str, ...]  # besides embed_tokens, tensors with one row per symbol (required too)
     mask_optional: bool  # whether the <mask> row may be absent (a fine-tuned BART)
     dropped_prefixes: Tuple[str, ...]
     archs: Dict[str, str]  # the source's arch -> the target's
@@ -85,6 +80,9 @@ class SourceFamily:
     read: Callable = lambda model_state: (model_state, "new")  # -> (current key layout, "new" | "old")
     refuse: Callable = lambda model_state, path: None  # ValueError for a checkpoint of another family
     spelled: Callable = lambda key, layout: key  # a current-layout key as the source spells it
+
+    def stack_keys(self, name: str) -> Tuple[str, ...]:
+        return tuple(prefix + name for _, prefix, _ in self.stacks)
 
 
 def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_section, path) -> Tuple[int, ...]:
@@ -99,9 +97,10 @@ def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_s
     elif not all(layers):
         raise ValueError(f"{str(path)!r} is not a {source.kind} checkpoint: it has {layers[0]} encoder and "
                          f"{layers[1]} decoder layers (encoder.layers.N.*, decoder.layers.N.*)")
-    required = list(source.top_keys) + [f"{prefix}layers.{i}.{m}.{p}" for (_, prefix, modules), count
-                                        in zip(source.stacks, layers) for i in range(count)
-                                        for m in modules for p in ("weight", "bias")]
+    required = [*source.stack_keys("embed_tokens.weight"), *source.stack_keys("embed_positions.weight"),
+                *source.more_keys, *source.vocab_rows] + [
+        f"{prefix}layers.{i}.{m}.{p}" for (_, prefix, modules), count in zip(source.stacks, layers)
+        for i in range(count) for m in modules for p in ("weight", "bias")]
     missing = [source.spelled(k, layout) for k in required if k not in model_state]
     if missing:
         shown = ", ".join(missing[:12]) + (f", ... ({len(missing)} in all)" if len(missing) > 12 else "")
@@ -109,7 +108,7 @@ def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_s
                 "fairseq encoder-decoder with learned positions and separate q/k/v projections")
         raise ValueError(f"{str(path)!r} is not a {source.kind} checkpoint ({what}): missing keys {shown}")
     width = model_state[source.stacks[0][1] + "embed_tokens.weight"].shape[1]
-    for key in source.tables:
+    for key in source.stack_keys("embed_positions.weight"):
         table = model_state[key]
         if table.dim() != 2 or table.shape[1] != width or table.shape[0] < 3:
             raise ValueError(f"{source.spelled(key, layout)} has shape {tuple(table.shape)}: expected "
@@ -119,15 +118,13 @@ def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_s
 
 def check_vocabulary(model_state: Mapping, dict_path: Path, source: SourceFamily, layout: str) -> int:
     """The padding index; ValueError when dict.txt (+ the <mask> the task appends) does not match the embeddings."""
-    from fairseq.data import Dictionary
-
     try:
         dictionary = Dictionary.load(str(dict_path))
     except Exception as error:
         raise ValueError(f"dictionary {str(dict_path)!r} is not a fairseq dict.txt: {error}") from error
     symbols, pad = len(dictionary), dictionary.pad()
     with_mask = symbols + (0 if "<mask>" in dictionary.indices else 1)
-    for key in source.vocab_keys:
+    for key in (*source.stack_keys("embed_tokens.weight"), *source.vocab_rows):
         have = model_state[key].shape[0]
         if have == with_mask or (source.mask_optional and have == symbols):
             continue
@@ -154,19 +151,6 @@ def parse_windows(attention_window, layers: int) -> Tuple[int, ...]:
     return tuple(windows)
 
 
-def stack_dims(model_section, model_state: Mapping, stack: str, prefix: str, layers: int) -> Dict[str, int]:
-    """A stack's sizes from the state dict, its heads from the config (checked to divide the width)."""
-    width = int(model_state[prefix + "embed_tokens.weight"].shape[1])
-    heads = config_get(model_section, f"{stack}_attention_heads")
-    if heads is None:
-        raise ValueError(f"the checkpoint's config does not say {stack}_attention_heads")
-    if width % int(heads):
-        raise ValueError(f"{stack}_attention_heads {heads} does not divide the {stack} width {width}")
-    return {f"{stack}_layers": layers, f"{stack}_embed_dim": width,
-            f"{stack}_ffn_embed_dim": int(model_state[prefix + "layers.0.fc1.weight"].shape[0]),
-            f"{stack}_attention_heads": int(heads)}
-
-
 def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions: int, attention_window,
                        init_positions: str = "copy", checkpoint_file: str = "model.pt", dict_file=None,
                        seed: int = 1, overwrite: bool = False):
@@ -176,34 +160,44 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
     if not isinstance(max_positions, int) or isinstance(max_positions, bool) or max_positions < 1:
         raise ValueError(f"--max-positions must be a positive int, got {max_positions!r}")
     checkpoint_path, dict_path = resolve_source(source_dir, checkpoint_file, dict_file, kind=source.kind)
-    out_dir = check_output(out_dir, checkpoint_path, overwrite)
-
+    out_dir = Path(out_dir)  # checked before the source is read
+    if out_dir.is_dir() and out_dir.resolve() == checkpoint_path.parent.resolve():
+        raise ValueError(f"--output {str(out_dir)!r} is the source folder: choose a new folder")
+    if (out_dir / "model.pt").exists() and not overwrite:
+        raise ValueError(f"--output {str(out_dir)!r} already holds model.pt: pass --overwrite to replace it")
+    check_output_dir(out_dir, overwrite, (checkpoint_path, dict_path))
     state = load_checkpoint(checkpoint_path, kind=source.kind)
     model_state, layout = source.read(state["model"])
     args, cfg = config_sections(state)
     model_section = args if args is not None else cfg["model"]
     layers = check_state(source, model_state, layout, model_section, checkpoint_path)
     padding_idx = check_vocabulary(model_state, dict_path, source, layout)
-    positions_key = source.tables[0]
+    tables = source.stack_keys("embed_positions.weight")
+    positions_key = tables[0]
     source_positions = model_state[positions_key].shape[0] - (padding_idx + 1)
     if source.tile_whole and max_positions % source_positions:  # the copy init tiles the table whole
-        raise ValueError(
-            f"--max-positions {max_positions} is not a multiple of BART's {source_positions} encoder "
-            f"positions: the copy initialisation tiles BART's table whole (e.g. "
-            f"{16 * source_positions} = 16 x {source_positions}, the released LED's)")
+        raise ValueError(f"--max-positions {max_positions} is not a multiple of BART's {source_positions} encoder "
+                         f"positions: the copy initialisation tiles BART's table whole (e.g. {16 * source_positions} "
+                         f"= 16 x {source_positions}, the released LED's)")
     check_extendable(source_positions, max_positions)
     windows = parse_windows(attention_window, layers[0])
-    dims = {name: value for (stack, prefix, _), count in zip(source.stacks, layers)
-            for name, value in stack_dims(model_section, model_state, stack, prefix, count).items()}
+    dims: Dict[str, int] = {}  # each stack's sizes from the tensors, its heads from the config
+    for (stack, prefix, _), count in zip(source.stacks, layers):
+        width = int(model_state[prefix + "embed_tokens.weight"].shape[1])
+        heads = config_get(model_section, f"{stack}_attention_heads")
+        if heads is None:
+            raise ValueError(f"the checkpoint's config does not say {stack}_attention_heads")
+        if width % int(heads):
+            raise ValueError(f"{stack}_attention_heads {heads} does not divide the {stack} width {width}")
+        dims.update({f"{stack}_layers": count, f"{stack}_embed_dim": width, f"{stack}_attention_heads": int(heads),
+                     f"{stack}_ffn_embed_dim": int(model_state[prefix + "layers.0.fc1.weight"].shape[0])})
     arch = source.archs.get(config_get(model_section, "arch"), source.default_arch)
-
     # the new state: heads dropped, positions extended, global projections copied from Q, K, V
     dropped = [key for key in model_state if key.startswith(source.dropped_prefixes)]
     new_state: Dict[str, Tensor] = {k: v for k, v in model_state.items() if k not in dropped}
     new_state[positions_key] = extend_positions(model_state[positions_key], max_positions, padding_idx=padding_idx,
                                                 init=init_positions, generator=torch.Generator().manual_seed(seed))
     add_missing_global_projections(new_state, prefix=source.stacks[0][1] + "layers.")
-
     # the config (config_sections' copy): architecture, sizes, one undilated window per layer, positions
     for key, value in (*dims.items(), ("_name", arch), ("arch", arch),
                        ("attention_window", ",".join(map(str, windows))), ("attention_dilation", "1"),
@@ -211,7 +205,7 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
         config_set(model_section, key, value)
     source.rewrite_config(args, cfg, windows, max_positions)
     fields = dict(checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", arch=arch,
-                  attention_window=windows, max_positions=max_positions, model_dims=dims, source=checkpoint_path)
+                  attention_window=windows, max_positions=max_positions, model_dims=dims)
     provenance = {"source": str(checkpoint_path), "max_positions": max_positions, "attention_window": list(windows)}
     if source is ROBERTA:
         own = dict(source_layout=layout, roberta_positions=source_positions, init_positions=init_positions)
@@ -219,11 +213,13 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
         provenance.update(own, seed=seed)
     else:
         result = LEDConversionResult(**fields, bart_positions=source_positions,
-                                     decoder_positions=model_state[source.tables[1]].shape[0] - (padding_idx + 1))
+                                     decoder_positions=model_state[tables[1]].shape[0] - (padding_idx + 1))
         provenance.update(bart_positions=source_positions)
     output = {"args": args, "cfg": cfg, "model": new_state,
               **fresh_training_state({source.provenance_key: provenance}, criterion_name=source.criterion)}
-    write_folder(out_dir, output, dict_path, checkpoint_path.parent)
+    folder = checkpoint_path.parent  # the tokenizer files fairseq's hub loader looks for, copied along
+    files = {"dict.txt": dict_path, **{name: folder / name for name in TOKENIZER_FILES if (folder / name).is_file()}}
+    write_checkpoint_folder(out_dir, overwrite, output, files, (checkpoint_path, dict_path))
     if dropped:
         logger.warning(f"dropped {len(dropped)} classification-head keys (the {source.target} has no heads): "
                        f"{dropped[:4]}")
@@ -277,23 +273,17 @@ def rewrite_longformer_config(args, cfg, windows, max_positions: int) -> None:
         config_set(section, "task", task_name)
     if args is not None:
         args.task, args.pad_to_multiple = task_name, pad_multiple
-        return
-    task = cfg.get("task")
-    if isinstance(task, Mapping):
-        task["_name"], task["tokens_per_sample"], task["pad_to_multiple"] = task_name, max_positions, pad_multiple
-    elif isinstance(task, argparse.Namespace):
-        task._name, task.tokens_per_sample, task.pad_to_multiple = task_name, max_positions, pad_multiple
+    elif isinstance(cfg.get("task"), (Mapping, argparse.Namespace)):
+        for key, value in ("_name", task_name), ("tokens_per_sample", max_positions), ("pad_to_multiple", pad_multiple):
+            config_set(cfg["task"], key, value)
 
 
 ROBERTA = SourceFamily(
     kind="RoBERTa", target="Longformer", task="masked_lm",
     stacks=(("encoder", ENCODER, LAYER_MODULES),),
-    top_keys=tuple(ENCODER + k for k in ("embed_tokens.weight", "embed_positions.weight", "layernorm_embedding.weight",
-                                         "layernorm_embedding.bias"))
-    + tuple(f"encoder.lm_head.{m}" for m in ("weight", "bias", "dense.weight", "dense.bias", "layer_norm.weight",
-                                              "layer_norm.bias")),
-    tables=(ENCODER + "embed_positions.weight",),
-    vocab_keys=(ENCODER + "embed_tokens.weight", "encoder.lm_head.weight", "encoder.lm_head.bias"),
+    more_keys=(ENCODER + "layernorm_embedding.weight", ENCODER + "layernorm_embedding.bias",
+               *(f"encoder.lm_head.{m}.{p}" for m in ("dense", "layer_norm") for p in ("weight", "bias"))),
+    vocab_rows=("encoder.lm_head.weight", "encoder.lm_head.bias"),
     mask_optional=False,  # the masked_lm task always appends <mask>
     dropped_prefixes=("classification_heads.", "encoder.classification_heads."),
     archs={}, default_arch="longformer_base", criterion="LongformerMLMLoss", provenance_key="longformer_conversion",
@@ -320,10 +310,7 @@ def rewrite_led_config(args, cfg, windows, max_positions: int) -> None:  # fairs
 BART = SourceFamily(
     kind="BART", target="LED", task="denoising",
     stacks=(("encoder", "encoder.", LAYER_MODULES), ("decoder", "decoder.", LAYER_MODULES + CROSS_MODULES)),
-    top_keys=tuple(f"{stack}.{key}" for stack in ("encoder", "decoder")
-                   for key in ("embed_tokens.weight", "embed_positions.weight")),
-    tables=("encoder.embed_positions.weight", "decoder.embed_positions.weight"),
-    vocab_keys=("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
+    more_keys=(), vocab_rows=(),
     mask_optional=True,  # a pretrained BART has the <mask> row, a fine-tuned one may not
     dropped_prefixes=("classification_heads.",),
     archs={"bart_large": "led_large", "mbart_large": "led_large"}, default_arch="led_base",

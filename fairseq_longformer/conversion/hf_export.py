@@ -14,7 +14,7 @@ from .families import led as led_family
 from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, inspect_model
 from .families.longformer_heads import checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, \
     head_module, keep_only_head, model_heads, refuse_heads_without_hf_class, task_labels
-from .rules import DICT_COPY, load_into_hf, write_dictionary_copy
+from .rules import DICT_COPY, load_into_hf
 from .tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,10 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
         logger.warning(warning)
     with staged_folder(out_dir, overwrite) as tmp:
         write_model(tmp)
-        write_dictionary_copy(dictionary, tmp / DICT_COPY)
+        symbols, counts = dictionary.symbols[dictionary.nspecial:], dictionary.count[dictionary.nspecial:]
+        if symbols[-1:] == ["<mask>"]:  # appended by the task, which appends it again
+            symbols, counts = symbols[:-1], counts[:-1]
+        (tmp / DICT_COPY).write_text("".join(f"{s} {int(c)}\n" for s, c in zip(symbols, counts)), encoding="utf-8")
         if hf_tokenizer is not None:
             save_tokenizer(tmp, hf_tokenizer, extra_files)
     out_dir = Path(out_dir).absolute()
@@ -71,8 +74,7 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
     """A built fairseq Longformer -> HF folder: head ``head_name`` (default: the only one) or LongformerForMaskedLM."""
     transformers = _transformers()
     head = choose_head(model_heads(model), head_name, "the model")
-    if head is not None:
-        refuse_heads_without_hf_class(head, head_module(model, head).state_dict())
+    refuse_heads_without_hf_class(head, head_module(model, head).state_dict() if head is not None else {})
     layout = inspect_model(model, dictionary, head)
     config = layout.hf_config(dictionary, labels)
     tensors = layout.hf_state(model.state_dict())
@@ -80,10 +82,8 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
 
     def write_model(tmp: Path) -> None:
         import safetensors.torch  # looked up at call time, so a test can make the disk fail
-
         hf_config.save_pretrained(str(tmp))
         safetensors.torch.save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
-
     return _write_folder(out_dir, overwrite, write_model, dictionary, config, f"{layout.num_layers} layers", tokenizer,
                          layout.position_rows - layout.padding_idx - 1, layout.warnings)
 
@@ -109,7 +109,6 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
     import fairseq_longformer  # noqa: F401  (registers the model and task)
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import overwrite_args_by_name
-
     checkpoint = fairseq_checkpoint.checkpoint_file(checkpoint)
     state = state or fairseq_checkpoint.load_upgraded(checkpoint, "Longformer")
     cfg = state["cfg"]
@@ -119,7 +118,6 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
                                                  f"checkpoint {str(checkpoint)!r}")
     head_tensors = checkpoint_head_tensors(state["model"], head) if head is not None else {}
     refuse_heads_without_hf_class(head, head_tensors)
-
     roots = [checkpoint.parent] + ([Path(str(cfg.task.data).split(os.pathsep)[0])] if cfg.task.get("data") else [])
     token_dict, label_dict = dictionary_files(cfg.task.get("_name"))
     files = {token_dict: _find("dictionary", "--dict", dict_path,
@@ -144,14 +142,9 @@ def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
     """(built fairseq LED in eval mode, its dictionary) from a checkpoint (``state``: it, read already)."""
     import fairseq_longformer  # noqa: F401  (registers the model)
     from fairseq.data import Dictionary
-
     from ..models.led import LEDModel
-
-    checkpoint = fairseq_checkpoint.checkpoint_file(checkpoint)
-    dict_file = Path(dict_path) if dict_path is not None else checkpoint.parent / "dict.txt"
-    if not dict_file.is_file():
-        raise FileNotFoundError(f"dictionary {str(dict_file)!r} not found (pass --dict: the dict.txt the "
-                                "model was trained with)")
+    checkpoint, dict_file = fairseq_checkpoint.resolve_source(
+        fairseq_checkpoint.checkpoint_file(checkpoint), dict_file=dict_path, kind="LED")
     state = state or fairseq_checkpoint.load_upgraded(checkpoint, "LED")
     cfg = state["cfg"]
     arch = getattr(cfg.model, "arch", None)  # a Namespace (BART's legacy model config) or a DictConfig
@@ -184,13 +177,10 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
 
     def write_model(tmp: Path) -> None:
         import safetensors.torch
-
         hf_model.save_pretrained(str(tmp), safe_serialization=True)
         safetensors.torch.save_file(reserved, str(tmp / led_family.RESERVED_ROWS), metadata={"format": "pt"})
-
-    return _write_folder(out_dir, overwrite, write_model, dictionary, config,
-                         f"the LED ({layout.encoder_layers} + {layout.decoder_layers} layers)", tokenizer,
-                         layout.encoder_positions, [])
+    return _write_folder(out_dir, overwrite, write_model, dictionary, config, f"the LED ({layout.encoder_layers} + "
+                         f"{layout.decoder_layers} layers)", tokenizer, layout.encoder_positions, [])
 
 
 def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,

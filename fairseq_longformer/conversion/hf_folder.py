@@ -14,16 +14,14 @@ from .rules import DICT_COPY, PLACEHOLDER
 
 MAX_SIZE = 2 ** 31  # the largest size a config.json may state (more than any real model's)
 # a HF tokenizer's files, copied into the import's OUTDIR/hf_tokenizer/
-HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                      "merges.txt", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model",
-                      "added_tokens.json")
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                      "sentencepiece.bpe.model", "spiece.model", "tokenizer.model", "added_tokens.json")
 DAMAGED_TOKENIZER = "Remove it, or download the folder again."
 
 
 def _read_json(path: Path, what: str):
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{str(path)!r} is not valid JSON ({error}): a damaged folder? {what}") from error
 
@@ -66,7 +64,6 @@ def _weight_files(hf_dir: Path) -> Tuple[str, List[Path]]:
 
 def load_safetensors(path: Path) -> Dict[str, Tensor]:
     from safetensors.torch import load_file
-
     return load_file(str(path))
 
 
@@ -79,7 +76,6 @@ def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
         for path in files:
             if kind == "safetensors" and shapes_only:
                 from safetensors import safe_open
-
                 with safe_open(str(path), framework="pt") as f:
                     out.update({key: tuple(f.get_slice(key).get_shape()) for key in f.keys()})
             elif kind == "safetensors":

@@ -1,13 +1,13 @@
-"""``longformer-import-hf``: a HF folder (Longformer / RoBERTa family: ``import_hf``; LED: ``import_led``)
--> a fairseq checkpoint folder (model.pt + its task's dictionaries, fairseq id == HF id)."""
+"""``longformer-import-hf``: a HF folder -> a fairseq checkpoint folder (model.pt + its task's dictionaries,
+fairseq id == HF id): one driver (``_import``) reading the folder through its family's reader (Longformer /
+RoBERTa family: ``import_hf``; LED: ``import_led``)."""
 import copy
 import logging
-import shutil
 import tempfile
 import warnings as warnings_module
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from fairseq import options
@@ -16,13 +16,13 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from longformer_common.atomic import check_output_dir, staged_folder
+from longformer_common.atomic import check_output_dir
 from .families import led as led_family
 from .families.longformer import HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, \
     HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, hf_to_fairseq_state, \
     key_map, size_problems, source_family
 from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
-from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state
+from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state, write_checkpoint_folder
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
 from .hf_folder import HF_TOKENIZER_FILES, check_sizes, folder_dictionary, hf_special_ids, load_safetensors, \
     read_hf_config, read_weights, unigram_pieces
@@ -54,23 +54,47 @@ class LEDImportResult(LEDConversionResult):
     warnings: List[str] = field(default_factory=list)
 
 
-def _write_checkpoint(out_dir, overwrite: bool, args, model, training_state: Dict[str, object], hf_dir: Path,
-                      files: Mapping[str, Path], warnings: List[str]) -> None:
-    """model.pt (update 0), the dictionaries ``files`` (name -> file) and the tokenizer in hf_tokenizer/, staged."""
-    with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
-        warnings_module.simplefilter("ignore")
-        cfg = convert_namespace_to_omegaconf(args)
-    checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
-                  "model": model.state_dict(), **training_state}
-    files = {**files, **{f"hf_tokenizer/{name}": hf_dir / name for name in HF_TOKENIZER_FILES
-                         if (hf_dir / name).is_file()}}
-    for warning in warnings:
-        logger.warning(warning)
-    with staged_folder(out_dir, overwrite) as tmp:
-        torch.save(checkpoint, tmp / "model.pt")
-        for name, source in files.items():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, tmp / name)
+@dataclass
+class FamilyRead:
+    """A family reader's part of an import: the checked folder as fairseq's flags, dictionaries and tensors."""
+    result: ConvertedCheckpoint  # an ImportResult or LEDImportResult, its warnings and dictionary_source set
+    flags: List[str]  # fairseq-train's model and task flags
+    dictionary: Dictionary
+    files: Dict[str, Path]  # output name -> a dictionary written in the scratch folder
+    state: Dict[str, Tensor]  # fairseq's tensors, but the builder's own (versions, a head import's LM head)
+    training_state: Dict[str, object]
+    head: Optional[Tuple[HeadRef, int]] = None  # a task head to register, and its outputs
+
+
+def _import(hf_dir, out_dir, overwrite: bool, read: Callable[..., FamilyRead]):
+    """The flow every family shares: ``read(hf_dir, config, out_abs, scratch)``, then the model built, filled
+    exactly and written with the dictionaries and the tokenizer (hf_tokenizer/)."""
+    import fairseq_longformer  # noqa: F401  (registers the models, tasks and criteria)
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    hf_dir, out_abs = Path(hf_dir), Path(out_dir).absolute()
+    check_output_dir(out_dir, overwrite, [hf_dir])
+    with tempfile.TemporaryDirectory() as scratch:
+        family = read(hf_dir, read_hf_config(hf_dir), out_abs, Path(scratch))
+        args = options.parse_args_and_arch(options.get_training_parser(), input_args=[str(out_abs), *family.flags])
+        model = ARCH_MODEL_REGISTRY[args.arch].build_model(
+            copy.deepcopy(args), DictionaryTask(family.dictionary, family.result.max_positions))
+        if family.head is not None:
+            register_head(model, *family.head)
+        model.load_state_dict(filled_from(family.state, model.state_dict(), lambda key: key.endswith(".version") or
+                                          key.startswith("encoder.lm_head."), repr(str(hf_dir))), strict=True)
+        with warnings_module.catch_warnings():  # hydra's deprecation notices, not ours to act on
+            warnings_module.simplefilter("ignore")
+            cfg = convert_namespace_to_omegaconf(args)
+        checkpoint = {"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+                      "model": model.state_dict(), **family.training_state}
+        for warning in family.result.warnings:
+            logger.warning(warning)
+        tokenizer = {f"hf_tokenizer/{name}": hf_dir / name for name in HF_TOKENIZER_FILES if (hf_dir / name).is_file()}
+        write_checkpoint_folder(out_dir, overwrite, checkpoint, {**family.files, **tokenizer}, [hf_dir])
+    result = family.result
+    logger.info(f"imported {hf_dir} as {result.arch} ({result.model_dims['encoder_layers']} encoder layers, one-sided "
+                f"windows {list(result.attention_window)}, {result.max_positions} positions) to {out_abs}")
+    return result
 
 
 def _labels(config: Mapping, hf_dir: Path) -> List[str]:
@@ -82,8 +106,8 @@ def _labels(config: Mapping, hf_dir: Path) -> List[str]:
         ids = [k for k, other in enumerate(labels) if other == repeated[0]]
         raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes {ids}"
                          f"{' (and repeats ' + ', '.join(map(repr, repeated[1:])) + ')' if repeated[1:] else ''}: "
-                         "fairseq's label dictionary needs one name per class; give each id its own name in "
-                         "id2label (and label2id)")
+                         "fairseq's label dictionary needs one name per class; give each id its own name in id2label "
+                         "(and label2id)")
     return labels
 
 
@@ -119,7 +143,6 @@ def _checked_config(hf_dir: Path, config: Mapping, model_type: str) -> Dict[str,
     problems = config_problems(config)
     try:
         import transformers
-
         defaults = transformers.AutoConfig.for_model(model_type).to_dict()
     except (ImportError, ValueError):
         defaults = TRANSFORMERS_DEFAULTS
@@ -151,17 +174,9 @@ def _head(state: Mapping[str, Tensor], hf_dir: Path, head_name: Optional[str]) -
     return HeadRef(kinds[0], head_name or HEAD_TASKS[kinds[0]].default_name)
 
 
-def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
-              overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
-    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> model.pt + dictionaries;
-    max_positions default: a Longformer's own, 4096 (tiled) for a RoBERTa; attention_window: a RoBERTa's only."""
-    import fairseq_longformer  # noqa: F401  (registers the model, task and criterion)
-
-    from ..models.longformer import LongformerModel
-
-    hf_dir = Path(hf_dir)
-    check_output_dir(out_dir, overwrite)
-    config = read_hf_config(hf_dir)
+def _read_longformer(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path, max_positions: Optional[int],
+                     attention_window, head_name: Optional[str]) -> FamilyRead:
+    """A Longformer or RoBERTa-family folder (masked LM, classification or QA) read for ``_import``."""
     model_type = source_family(config)  # "longformer" or "roberta" (XLM-R, CamemBERT, RoBERTa-shaped)
     if model_type is None:
         raise ValueError(f"model_type {config.get('model_type')!r}: only Longformer and RoBERTa-family folders "
@@ -183,7 +198,6 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
     if max_positions is None:
         max_positions = source_rows - 2 if is_longformer else 4096
     check_extendable(source_rows - 2, max_positions)  # 2: fairseq's reserved rows (padding_idx 1 + 1)
-
     # the folder's tensors against the key map's names and shapes, HF's tied copies equal
     state = read_weights(hf_dir)
     head = _head(state, hf_dir, head_name)
@@ -221,59 +235,41 @@ def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_wi
         # CamemBERT: fairseq's id 0 / 2 kept as <s>NOTUSED / </s>NOTUSED, the tokenizer's <s> / </s>
         # further on; the ids carry over, only what fairseq's tasks put around a sequence differs
         warnings.append(f"the tokenizer puts {text} at id {specials[text]} and {text}NOTUSED at {fairseq_id}; "
-                        f"fairseq's tasks put id {fairseq_id} there (continued pretraining feeds the "
-                        f"NOTUSED id; the exported model takes either)")
-
-    out_abs = Path(out_dir).absolute()
+                        f"fairseq's tasks put id {fairseq_id} there (continued pretraining feeds the NOTUSED id; the "
+                        "exported model takes either)")
     head_task = HEAD_TASKS[head.kind] if head is not None else None
     token_dict = head_task.token_dict if head_task is not None else MLM_TOKEN_DICT  # where the task reads it
-    dims = {"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
-            "encoder_attention_heads": heads}
-    result = ImportResult(checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
-                          attention_window=tuple(windows), max_positions=max_positions, model_dims=dims,
-                          untied=not tied, warnings=warnings, head=head)
+    result = ImportResult(
+        checkpoint=out_abs / "model.pt", dictionary=out_abs / token_dict, arch="longformer",
+        attention_window=tuple(windows), max_positions=max_positions, untied=not tied, warnings=warnings, head=head,
+        model_dims={"encoder_layers": layers, "encoder_embed_dim": hidden, "encoder_ffn_embed_dim": ffn,
+                    "encoder_attention_heads": heads})
     flags = result.train_flags()
     at = flags.index("--restore-file")  # the checkpoint it writes
     del flags[at:at + 2]
     dropout = repr(float(config.get("hidden_dropout_prob", 0.1)))  # HF's classifier drops out with it too
-    args = options.parse_args_and_arch(options.get_training_parser(default_task="longformer_mlm"), input_args=[
-        str(out_abs), *flags, "--attention-dilation", "1", "--activation-fn", "gelu", "--dropout", dropout,
-        "--attention-dropout", repr(float(config.get("attention_probs_dropout_prob", 0.0) or 0.0)),
-        "--activation-dropout", "0", *(["--pooler-dropout", dropout] if head is not None else [])])
-    with tempfile.TemporaryDirectory() as scratch:
-        files = {token_dict: Path(scratch) / "dict.txt"}
-        dictionary, result.dictionary_source = folder_dictionary(hf_dir, vocab, True, files[token_dict], warnings)
-        if result.dictionary_source == "placeholders" and "<mask>" not in specials:
-            warnings.append(f"no tokenizer says where <mask> is: assuming the last id ({vocab - 1}), where "
-                            "fairseq's masked_lm task appends it")
-        assert dictionary.index("<mask>") == vocab - 1
-        if labels is not None:  # label k at index nspecial + k, as the task reads it
-            label_dictionary = Dictionary()
-            for label in labels:
-                label_dictionary.add_symbol(label)
-            files[head_task.label_dict] = Path(scratch) / "labels.txt"
-            label_dictionary.save(str(files[head_task.label_dict]))
-        model = LongformerModel.build_model(copy.deepcopy(args), DictionaryTask(dictionary, max_positions))
-        if head is not None:
-            register_head(model, head, outputs)
-        model.load_state_dict(hf_to_fairseq_state(state, model.state_dict(), forward, token_type_key, max_positions,
-                                                  copy_global=not is_longformer, tied=tied, warnings=warnings),
-                              strict=True)
-        _write_checkpoint(out_dir, overwrite, args, model, fresh_training_state(), hf_dir, files, warnings)
-    logger.info(f"imported {model_type} {head.kind if head else 'masked LM'} ({layers} layers, window w="
-                f"{list(windows)}, {max_positions} positions) to {out_abs}")
-    return result
+    flags += ["--attention-dilation", "1", "--activation-fn", "gelu", "--dropout", dropout,
+              "--attention-dropout", repr(float(config.get("attention_probs_dropout_prob", 0.0) or 0.0)),
+              "--activation-dropout", "0", *(["--pooler-dropout", dropout] if head is not None else [])]
+    files = {token_dict: scratch / "dict.txt"}
+    dictionary, result.dictionary_source = folder_dictionary(hf_dir, vocab, True, files[token_dict], warnings)
+    if result.dictionary_source == "placeholders" and "<mask>" not in specials:
+        warnings.append(f"no tokenizer says where <mask> is: assuming the last id ({vocab - 1}), where "
+                        "fairseq's masked_lm task appends it")
+    assert dictionary.index("<mask>") == vocab - 1
+    if labels is not None:  # label k at index nspecial + k, as the task reads it
+        label_dictionary = Dictionary()
+        for label in labels:
+            label_dictionary.add_symbol(label)
+        files[head_task.label_dict] = scratch / "labels.txt"
+        label_dictionary.save(str(files[head_task.label_dict]))
+    state = hf_to_fairseq_state(state, forward, token_type_key, max_positions, not is_longformer, tied, warnings)
+    return FamilyRead(result, flags, dictionary, files, state, fresh_training_state(),
+                      (head, outputs) if head is not None else None)
 
 
-def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
-    """HF ``LEDForConditionalGeneration`` -> model.pt (``--task translation``) + dict.txt + hf_tokenizer/."""
-    import fairseq_longformer  # noqa: F401  (registers the model)
-
-    from ..models.led import LEDModel
-
-    hf_dir = Path(hf_dir)
-    check_output_dir(out_dir, overwrite)
-    config = read_hf_config(hf_dir)
+def _read_led(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path) -> FamilyRead:
+    """A HF ``LEDForConditionalGeneration`` folder read for ``_import`` (``--task translation``)."""
     if config.get("model_type") != "led":
         raise ValueError(f"{str(hf_dir)!r} has model_type {config.get('model_type')!r}, not 'led'")
     _check_family_sizes(config, hf_dir, "led")
@@ -289,38 +285,38 @@ def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
         warnings.append(f"no {led_family.RESERVED_ROWS} (a folder not exported from fairseq): the position tables' "
                         "reserved rows are zeros, which no position id reaches")
     state = led_family.hf_to_fairseq_state(hf_state, layout, reserved)
-
-    out_abs = Path(out_dir).absolute()
     result = LEDImportResult(
-        checkpoint=out_abs / "model.pt", dictionary=out_abs / "dict.txt", arch=layout.arch(),
-        attention_window=layout.windows, max_positions=layout.encoder_positions,
-        decoder_positions=layout.decoder_positions, bart_positions=layout.encoder_positions,
-        model_dims=layout.model_dims(), source=hf_dir.absolute(), warnings=warnings)
-    args = options.parse_args_and_arch(options.get_training_parser(default_task="translation"), input_args=[
-        str(out_abs), "--task", "translation", *result.model_flags(), "--activation-fn", "gelu",
-        "--dropout", repr(layout.dropout), "--attention-dropout", repr(layout.attention_dropout),
-        "--activation-dropout", repr(layout.activation_dropout)])
-    with tempfile.TemporaryDirectory() as scratch:
-        dict_txt = Path(scratch) / "dict.txt"
-        specials = hf_special_ids(hf_dir)  # BART's tokenizer puts <mask> after the symbols
-        dictionary, result.dictionary_source = folder_dictionary(
-            hf_dir, layout.vocab, None, dict_txt, warnings, placeholder_mask=specials.get("<mask>") == layout.vocab - 1)
-        if result.dictionary_source == "placeholders":
-            warnings.append(f"dict.txt lists placeholders ({PLACEHOLDER.format('k')} for id k): binarize data with "
-                            "the tokenizer the model came with (copied to hf_tokenizer/)")
-        for text in ("<s>", "<pad>", "</s>", "<unk>", "<mask>"):
-            if text in specials and text in dictionary.indices and dictionary.index(text) != specials[text]:
-                raise ValueError(f"the tokenizer puts {text} at id {specials[text]}, fairseq's dictionary at "
-                                 f"{dictionary.index(text)}: the ids would not match")
-        model = LEDModel.build_model(args, DictionaryTask(dictionary))
-        state = filled_from(state, model.state_dict(), lambda key: key.endswith(".version"), f"{str(hf_dir)!r}")
-        model.load_state_dict(state, strict=True)
-        training = fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}}, LED_CRITERION)
-        _write_checkpoint(out_dir, overwrite, args, model, training, hf_dir,
-                                                {"dict.txt": dict_txt}, warnings)
-    logger.info(f"imported the LED ({layout.encoder_layers} + {layout.decoder_layers} layers, one-sided windows "
-                f"{list(layout.windows)}, {layout.encoder_positions} encoder positions) to {out_abs}")
-    return result
+        checkpoint=out_abs / "model.pt", dictionary=out_abs / "dict.txt", arch=layout.arch(), warnings=warnings,
+        attention_window=layout.windows, max_positions=layout.encoder_positions, model_dims=layout.model_dims(),
+        decoder_positions=layout.decoder_positions, bart_positions=layout.encoder_positions)
+    specials = hf_special_ids(hf_dir)  # BART's tokenizer puts <mask> after the symbols
+    dictionary, result.dictionary_source = folder_dictionary(
+        hf_dir, layout.vocab, None, scratch / "dict.txt", warnings, specials.get("<mask>") == layout.vocab - 1)
+    if result.dictionary_source == "placeholders":
+        warnings.append(f"dict.txt lists placeholders ({PLACEHOLDER.format('k')} for id k): binarize data with "
+                        "the tokenizer the model came with (copied to hf_tokenizer/)")
+    for text in ("<s>", "<pad>", "</s>", "<unk>", "<mask>"):
+        if text in specials and text in dictionary.indices and dictionary.index(text) != specials[text]:
+            raise ValueError(f"the tokenizer puts {text} at id {specials[text]}, fairseq's dictionary at "
+                             f"{dictionary.index(text)}: the ids would not match")
+    flags = ["--task", "translation", *result.model_flags(), "--activation-fn", "gelu",
+             "--dropout", repr(layout.dropout), "--attention-dropout", repr(layout.attention_dropout),
+             "--activation-dropout", repr(layout.activation_dropout)]
+    return FamilyRead(result, flags, dictionary, {"dict.txt": scratch / "dict.txt"}, state,
+                      fresh_training_state({"led_import": {"source": str(hf_dir.absolute())}}, LED_CRITERION))
+
+
+def import_hf(hf_dir, out_dir, max_positions: Optional[int] = None, attention_window=None,
+              overwrite: bool = False, head_name: Optional[str] = None) -> ImportResult:
+    """A HF Longformer or RoBERTa-family folder (masked LM, classification or QA) -> model.pt + dictionaries;
+    max_positions default: a Longformer's own, 4096 (tiled) for a RoBERTa; attention_window: a RoBERTa's only."""
+    return _import(hf_dir, out_dir, overwrite, lambda *folder: _read_longformer(
+        *folder, max_positions, attention_window, head_name))
+
+
+def import_led(hf_dir, out_dir, overwrite: bool = False) -> LEDImportResult:
+    """HF ``LEDForConditionalGeneration`` -> model.pt (``--task translation``) + dict.txt + hf_tokenizer/."""
+    return _import(hf_dir, out_dir, overwrite, _read_led)
 
 
 def import_folder(hf_dir, out_dir, overwrite: bool = False, **options):

@@ -1,6 +1,5 @@
-"""What every conversion shares: windows (ours one-sided w, HF's 2w), config rules, the dictionary copy,
-position tiling, key tables and the checked rename."""
-from pathlib import Path
+"""What every conversion shares: windows (ours one-sided w, HF's 2w), config rules, position tiling, key
+tables and the checked rename."""
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
@@ -10,6 +9,7 @@ from torch import Tensor
 DICT_COPY = "fairseq_dict.txt"  # the fairseq dictionary, written by export, read by import
 PLACEHOLDER = "hf:{}"  # dict.txt symbol for HF id k when no fairseq dictionary came along
 UNCHECKED = object()  # a config rule's default: an entry config.json lacks is not checked
+QKV = (("q", "query"), ("k", "key"), ("v", "value"))  # fairseq's projection -> HF's
 
 
 def window_problems(windows: Sequence[int], layer_label: str = "layer") -> List[str]:
@@ -81,15 +81,6 @@ def stack_problems(label: str, stack, hf: str, longformer_layers: bool = True) -
         problems.append(f"the {label}'s positions are {type(stack.embed_positions).__name__}; {hf} has learned "
                         "positions only")
     return problems
-
-
-def write_dictionary_copy(dictionary, path: Path) -> None:
-    """dict.txt lines after the specials; a task-appended trailing <mask> left out (the task appends it again)."""
-    symbols, counts = dictionary.symbols[dictionary.nspecial:], dictionary.count[dictionary.nspecial:]
-    if symbols and symbols[-1] == "<mask>":
-        symbols, counts = symbols[:-1], counts[:-1]
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(f"{symbol} {int(count)}\n" for symbol, count in zip(symbols, counts))
 
 
 def check_extendable(source_positions: int, target_positions: int) -> None:

@@ -4,6 +4,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, Optional
 
 logger = logging.getLogger(__name__)
@@ -12,7 +13,6 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TokenizerFiles:
     """The tokenizer the fairseq data was made with: GPT-2 BPE, a sentencepiece model or a HF folder."""
-
     gpt2_encoder_json: Optional[str] = None
     gpt2_vocab_bpe: Optional[str] = None
     sentencepiece_model: Optional[str] = None
@@ -37,6 +37,9 @@ class TokenizerFiles:
         return "gpt2" if gpt2 else "sentencepiece" if self.sentencepiece_model else None
 
 
+OWN_ID_ROLES = ("bos_token", "pad_token", "eos_token", "unk_token", "mask_token")  # cls / sep: bos / eos again
+
+
 def _special_tokens(dictionary) -> Dict[str, Optional[str]]:
     s = dictionary.symbols
     return {"bos_token": s[dictionary.bos()], "eos_token": s[dictionary.eos()], "unk_token": s[dictionary.unk()],
@@ -44,23 +47,14 @@ def _special_tokens(dictionary) -> Dict[str, Optional[str]]:
             "mask_token": "<mask>" if "<mask>" in dictionary.indices else None}
 
 
-def _present(specials: Dict[str, Optional[str]]) -> Dict[str, str]:
-    """The special tokens the dictionary has, by role, among those with an id of their own."""
-    roles = ("bos_token", "pad_token", "eos_token", "unk_token", "mask_token")
-    return {role: specials[role] for role in roles if specials[role] is not None}
-
-
 def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_length: int):
     """A RobertaTokenizer mapping each GPT-2 BPE token to its fairseq id (dict.txt lists GPT-2 ids as decimals)."""
     from transformers import RobertaTokenizer
-
-    with open(encoder_json, encoding="utf-8") as f:
-        encoder: Dict[str, int] = json.load(f)
-    with open(vocab_bpe, encoding="utf-8") as f:
-        # exactly what fairseq's gpt2_bpe_utils.get_encoder reads: a version line, then merges
-        merges = [tuple(line.split()) for line in f.read().split("\n")[1:-1]]
+    encoder: Dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+    # exactly what fairseq's gpt2_bpe_utils.get_encoder reads: a version line, then merges
+    merges = [tuple(line.split()) for line in Path(vocab_bpe).read_text(encoding="utf-8").split("\n")[1:-1]]
     specials = _special_tokens(dictionary)
-    vocab: Dict[str, int] = {token: dictionary.index(token) for token in _present(specials).values()}
+    vocab: Dict[str, int] = {token: dictionary.index(token) for token in map(specials.get, OWN_ID_ROLES) if token}
     absent = []
     for token, gpt2_id in sorted(encoder.items(), key=lambda kv: kv[1]):
         index = dictionary.indices.get(str(gpt2_id))
@@ -78,8 +72,8 @@ def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_leng
     if absent:
         logger.warning(f"{len(absent)} of {len(encoder)} GPT-2 BPE tokens are not in the dictionary (fairseq maps "
                        f"them to <unk>); the exported tokenizer leaves them and the {len(merges) - len(kept)} merges "
-                       f"using them out, so text containing them, or tokens built through them, tokenizes into "
-                       f"other pieces than in fairseq (e.g. {absent[:5]})")
+                       "using them out, so text containing them, or tokens built through them, tokenizes into other "
+                       f"pieces than in fairseq (e.g. {absent[:5]})")
     tokenizer = RobertaTokenizer(vocab=vocab, merges=kept, add_prefix_space=False,
                                  model_max_length=model_max_length, **specials)
     return tokenizer, {"vocab.json": vocab, "merges.txt": kept}
@@ -94,11 +88,9 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
     from sentencepiece import sentencepiece_model_pb2
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
-
     proto = sentencepiece_model_pb2.ModelProto()
     try:
-        with open(model_path, "rb") as f:
-            proto.ParseFromString(f.read())
+        proto.ParseFromString(Path(model_path).read_bytes())
     except DecodeError as error:
         raise ValueError(f"{model_path!r} is not a sentencepiece model: {error}") from error
     if not proto.pieces:
@@ -118,14 +110,12 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
     normal = [s for p, s, t in pieces if t == _SP_NORMAL]
     lowest = min(normal) if normal else 0.0
     vocab = [(symbol, score.get(symbol, lowest)) for symbol in dictionary.symbols]
-    for token in _present(specials).values():
+    for token in filter(None, map(specials.get, OWN_ID_ROLES)):  # the specials with an id of their own
         vocab[dictionary.index(token)] = (token, 0.0)
-    absent = [p for p, _, t in pieces if t in (_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE)
-              and p not in dictionary.indices]
+    absent = [p for p, _, t in pieces if t in (_SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE) and p not in dictionary.indices]
     if absent:
-        logger.warning(f"{len(absent)} sentencepiece pieces are not in the dictionary (fairseq maps them to "
-                       f"<unk>); the exported tokenizer cannot produce them and segments around them "
-                       f"(e.g. {absent[:5]})")
+        logger.warning(f"{len(absent)} sentencepiece pieces are not in the dictionary (fairseq maps them to <unk>); "
+                       f"the exported tokenizer cannot produce them and segments around them (e.g. {absent[:5]})")
     byte_fallback = trainer.byte_fallback and any(kinds.get(p) == _SP_BYTE for p in dictionary.symbols)
     tok = Tokenizer(models.Unigram(vocab, unk_id=dictionary.unk(), byte_fallback=byte_fallback))
     steps = []
@@ -154,7 +144,6 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
 def carried_tokenizer(folder: str, dictionary, model_max_length: int):
     """The transformers tokenizer in ``folder``, checked to give the dictionary's ids (count, specials)."""
     from transformers import AutoTokenizer
-
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, model_max_length=model_max_length)
     except (OSError, ValueError) as error:
@@ -163,11 +152,12 @@ def carried_tokenizer(folder: str, dictionary, model_max_length: int):
     if len(tokenizer) != len(dictionary):
         raise ValueError(f"--hf-tokenizer {folder!r} has {len(tokenizer)} ids, the model's dictionary "
                          f"{len(dictionary)}: not the tokenizer this model was made with")
-    for role, text in _present(_special_tokens(dictionary)).items():
-        ours, theirs = dictionary.index(text), getattr(tokenizer, role + "_id", None)
-        if role in ("pad_token", "unk_token", "mask_token") and theirs != ours:
+    specials = _special_tokens(dictionary)
+    for role in ("pad_token", "unk_token", "mask_token"):
+        theirs = getattr(tokenizer, role + "_id", None)
+        if specials[role] is not None and theirs != dictionary.index(specials[role]):
             raise ValueError(f"--hf-tokenizer {folder!r} puts its {role} at id {theirs}, the model's dictionary at "
-                             f"{ours}: not the tokenizer this model was made with")
+                             f"{dictionary.index(specials[role])}: not the tokenizer this model was made with")
     return tokenizer, {}
 
 
@@ -189,7 +179,6 @@ def save_tokenizer(folder, tokenizer, extra_files: Dict[str, object]) -> None:
     """``tokenizer`` into ``folder``, with the vocab.json / merges.txt transformers 4.x's slow GPT-2 tokenizer reads."""
     tokenizer.save_pretrained(str(folder))
     if "vocab.json" in extra_files:
-        with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
-            json.dump(extra_files["vocab.json"], f, ensure_ascii=False)
-        with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
-            f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in extra_files["merges.txt"]))
+        Path(folder, "vocab.json").write_text(json.dumps(extra_files["vocab.json"], ensure_ascii=False), "utf-8")
+        Path(folder, "merges.txt").write_text(
+            "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in extra_files["merges.txt"]), encoding="utf-8")

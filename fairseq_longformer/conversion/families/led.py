@@ -6,13 +6,11 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..rules import from_hf_windows, renamed, rule_problems, stack_problems, table_keys, window_problems
+from ..rules import QKV, from_hf_windows, renamed, rule_problems, stack_problems, table_keys, window_problems
 
 _HF_ATTN = "self_attn.longformer_self_attn."
 ENCODER_LAYER = (  # fairseq module -> HF module, in every encoder layer
-    *((f"self_attn.{fs}_proj", _HF_ATTN + hf) for fs, hf in (("q", "query"), ("k", "key"), ("v", "value"))),
-    *((f"self_attn.{fs}_global_proj", _HF_ATTN + hf + "_global")
-      for fs, hf in (("q", "query"), ("k", "key"), ("v", "value"))),
+    *((f"self_attn.{fs}{kind}_proj", f"{_HF_ATTN}{hf}{kind}") for kind in ("", "_global") for fs, hf in QKV),
     ("self_attn.out_proj", "self_attn.output"),
     *((name, name) for name in ("self_attn_layer_norm", "fc1", "fc2", "final_layer_norm")),
 )
@@ -39,6 +37,7 @@ HF_FIELDS = {"vocab": "vocab_size", "width": "d_model", "encoder_layers": "encod
              "encoder_positions": "max_encoder_position_embeddings",
              "decoder_positions": "max_decoder_position_embeddings"}
 # config.json entry -> the HF tensor (any of the names: one tied table) and dimension holding the same number
+DROPOUTS = {"dropout": 0.1, "attention_dropout": 0.0, "activation_dropout": 0.0}  # HF's name and default
 HF_SIZES = {
     "vocab_size": ((TOKENS[1], *HF_TIED), 0), "d_model": ((TOKENS[1], *HF_TIED), 1),
     "max_encoder_position_embeddings": (POSITIONS[0][1], 0), "max_decoder_position_embeddings": (POSITIONS[1][1], 0),
@@ -83,8 +82,7 @@ class LEDLayout:
             "architectures": ["LEDForConditionalGeneration"], "model_type": "led",
             **{hf: getattr(self, name) for name, hf in HF_FIELDS.items()},
             "attention_window": [2 * w for w in self.windows], "activation_function": "gelu",
-            "dropout": self.dropout, "attention_dropout": self.attention_dropout,
-            "activation_dropout": self.activation_dropout,
+            **{name: getattr(self, name) for name in DROPOUTS},
             "pad_token_id": dictionary.pad(), "bos_token_id": dictionary.bos(), "eos_token_id": dictionary.eos(),
             "decoder_start_token_id": dictionary.eos(),  # fairseq's prev_output_tokens start with </s>
             "is_encoder_decoder": True, "tie_word_embeddings": True,
@@ -106,8 +104,7 @@ class LEDLayout:
         if problems:
             raise ValueError(f"cannot import {where} as a fairseq LED, nothing was written: " + "; ".join(problems))
         return cls(**{name: int(config[hf]) for name, hf in HF_FIELDS.items()}, windows=windows,
-                   dropout=float(config.get("dropout", 0.1)), attention_dropout=float(config.get("attention_dropout", 0.0)),
-                   activation_dropout=float(config.get("activation_dropout", 0.0)))
+                   **{name: float(config.get(name, default)) for name, default in DROPOUTS.items()})
 
     def model_dims(self) -> Dict[str, int]:  # as fairseq's flags name them
         return {"encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers,
@@ -122,7 +119,6 @@ class LEDLayout:
 def inspect_led(model) -> LEDLayout:
     """The layout of a built fairseq LED; ValueError naming every setting HF's LED cannot represent."""
     from ...models.led import LEDModel
-
     if not isinstance(model, LEDModel):
         raise ValueError(f"not an LED model ({type(model).__name__}): export it with the Longformer export")
     encoder, decoder = model.encoder, model.decoder
@@ -162,8 +158,8 @@ def hf_to_fairseq_state(hf_state: Dict[str, Tensor], layout: LEDLayout,
     """HF LED tensors -> fairseq's (not the versions), tied copies checked equal, reserved rows ``reserved`` or 0."""
     tables = [key for key in (TOKENS[1], *HF_TIED) if key in hf_state] or [TOKENS[1]]
     forward = {**layout.key_map(), **dict(POSITIONS)}
-    out = renamed(hf_state, {**{hf: fs for fs, hf in forward.items()}, tables[0]: TOKENS[0]},
-                  f"the tensors are not those of an LED with {layout.encoder_layers} + {layout.decoder_layers} layers",
+    out = renamed(hf_state, {**{hf: fs for fs, hf in forward.items()}, tables[0]: TOKENS[0]}, f"the tensors are not "
+                  f"those of an LED with {layout.encoder_layers} + {layout.decoder_layers} layers",
                   ignored=(*tables[1:], HF_LOGITS_BIAS))
     if any(not torch.equal(hf_state[key], out[TOKENS[0]]) for key in tables[1:]):
         raise ValueError(f"{tables} differ: HF ties them to one token table, fairseq's BART has one")

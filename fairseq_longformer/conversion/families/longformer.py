@@ -8,10 +8,9 @@ import torch
 from torch import Tensor
 
 from ...models.global_projections import add_missing_global_projections
-from ..rules import UNCHECKED, check_shapes, extend_positions, filled_from, from_hf_windows, is_exact_gelu, renamed, \
+from ..rules import QKV, UNCHECKED, check_shapes, extend_positions, from_hf_windows, is_exact_gelu, renamed, \
     rule_problems, shape_of, stack_problems, table_keys, window_problems
-from .longformer_heads import HEAD_MODULES, HeadRef, head_config, head_outputs, head_problems, head_warnings, \
-    model_heads
+from .longformer_heads import HEAD_MODULES, HeadRef, head_config, head_layout, model_heads
 
 logger = logging.getLogger(__name__)
 
@@ -25,10 +24,8 @@ MODULE_TABLE = (
     (FS_ENCODER + "embed_tokens", "{base}.embeddings.word_embeddings", ("V", "C"), None, "all"),
     (FS_ENCODER + "embed_positions", "{base}.embeddings.position_embeddings", ("P", "C"), None, "all"),
     (FS_ENCODER + "layernorm_embedding", "{base}.embeddings.LayerNorm", _C, _C, "all"),
-    *((FS_LAYER + f"self_attn.{fs}_proj", HF_LAYER + f"attention.self.{hf}", _CC, _C, "all")
-      for fs, hf in (("q", "query"), ("k", "key"), ("v", "value"))),
-    *((FS_LAYER + f"self_attn.{fs}_global_proj", HF_LAYER + f"attention.self.{hf}_global", _CC, _C, "global")
-      for fs, hf in (("q", "query"), ("k", "key"), ("v", "value"))),
+    *((FS_LAYER + f"self_attn.{fs}{kind}_proj", HF_LAYER + f"attention.self.{hf}{kind}", _CC, _C, when)
+      for kind, when in (("", "all"), ("_global", "global")) for fs, hf in QKV),
     (FS_LAYER + "self_attn.out_proj", HF_LAYER + "attention.output.dense", _CC, _C, "all"),
     (FS_LAYER + "self_attn_layer_norm", HF_LAYER + "attention.output.LayerNorm", _C, _C, "all"),
     (FS_LAYER + "fc1", HF_LAYER + "intermediate.dense", _FC, _F, "all"),
@@ -94,7 +91,6 @@ def reverse_key_map(*args, **kwargs) -> Dict[str, Tuple[str, Tuple[str, ...]]]: 
 @dataclass
 class ExportLayout:
     """What the HF config needs, read from the built fairseq model (not from flags); windows one-sided."""
-
     num_layers: int
     num_heads: int
     hidden: int
@@ -147,11 +143,10 @@ class ExportLayout:
         return out
 
 
-def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tensor], forward: Mapping,
-                        token_type_key: str, max_positions: int, copy_global: bool, tied: bool,
-                        warnings: List[str]) -> Dict[str, Tensor]:
-    """Checked HF tensors -> the built model's state (``template``): token type row 0 folded into the positions
-    (every token gets one of each: the sum is unchanged), positions extended, global Q/K/V = Q/K/V (``copy_global``)."""
+def hf_to_fairseq_state(state: Mapping[str, Tensor], forward: Mapping, token_type_key: str, max_positions: int,
+                        copy_global: bool, tied: bool, warnings: List[str]) -> Dict[str, Tensor]:
+    """Checked HF tensors -> fairseq's: token type row 0 folded into the positions (every token gets one of each:
+    the sum is unchanged), positions extended, global Q/K/V = Q/K/V (``copy_global``)."""
     new: Dict[str, Tensor] = {fs: state[hf].to(torch.float32).clone() for fs, (hf, _) in forward.items()}
     positions = new[FAIRSEQ_POSITIONS]
     token_types = state[token_type_key].to(torch.float32)
@@ -166,8 +161,7 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], template: Mapping[str, Tens
         add_missing_global_projections(new)
     if tied:
         new[FAIRSEQ_TIED_HEAD] = new[FAIRSEQ_TOKENS]
-    return filled_from(new, template, lambda key: key.endswith(".version") or key.startswith("encoder.lm_head."),
-                       "imported fairseq state")
+    return new
 
 
 # config.json entry -> the HF tensor and dimension holding the same number (checked before sizing anything)
@@ -217,7 +211,6 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
     """The layout of a built fairseq Longformer with ``head`` (None: LM head); ValueError naming all HF cannot hold."""
     from ...models.longformer import LongformerModel
     from ...modules.self_attention import LongformerSelfAttention
-
     if not isinstance(model, LongformerModel):
         raise ValueError(f"expected a fairseq Longformer (model 'longformer'), got {type(model).__name__}: "
                          "convert a RoBERTa checkpoint with longformer-convert-roberta first")
@@ -228,11 +221,11 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
     problems = window_problems(windows) + stack_problems("encoder", encoder, "HF Longformer")
     if encoder.quant_noise is not None or getattr(layers[0] if layers else None, "quant_noise", 0):
         problems.append("--quant-noise-pq: quantization noise has no HF equivalent")
-    lm_head = model.encoder.lm_head
-    hidden = encoder.embed_tokens.weight.shape[1]
-    if head is not None:
-        problems += head_problems(model, head, hidden)
-    elif not is_exact_gelu(lm_head.activation_fn):
+    lm_head, hidden = model.encoder.lm_head, encoder.embed_tokens.weight.shape[1]
+    dropout = float(layers[0].dropout_module.p)
+    outputs, head_problems, head_warnings = (0, [], []) if head is None else head_layout(model, head, hidden, dropout)
+    problems += head_problems
+    if head is None and not is_exact_gelu(lm_head.activation_fn):
         problems.append(f"--activation-fn: the LM head uses {getattr(lm_head.activation_fn, '__name__', '?')}; "
                         "HF's Longformer LM head hard-codes exact GELU")
     norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
@@ -250,14 +243,9 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
     if problems:
         raise ValueError(f"cannot export to Hugging Face {HF_ARCHITECTURES[head and head.kind]}, nothing was "
                          "written: " + "; ".join(problems))
-
-    warnings = []
-    others = [h for h in model_heads(model) if h != head]
-    if others:
-        warnings.append(f"heads {[h.name for h in others]} are not exported (a Hugging Face model carries one head)")
-    dropout = float(layers[0].dropout_module.p)
-    if head is not None:
-        warnings += head_warnings(model, head, dropout)
+    others = [h.name for h in model_heads(model) if h != head]
+    warnings = ([f"heads {others} are not exported (a Hugging Face model carries one head)"] if others else [])
+    warnings += head_warnings
     activation_dropout = float(getattr(layers[0].activation_dropout_module, "p", 0.0))
     if activation_dropout > 0:
         warnings.append(f"--activation-dropout {activation_dropout} is not exported: HF has no dropout after the "
@@ -271,4 +259,4 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
         vocab=vocab, position_rows=encoder.embed_positions.weight.shape[0], padding_idx=dictionary.pad(),
         windows=tuple(windows), layer_norm_eps=eps[0] if eps else FAIRSEQ_LAYERNORM_EPS, dropout=dropout,
         attention_dropout=float(attention.config.dropout), tied=lm_head.weight is encoder.embed_tokens.weight,
-        head=head, outputs=head_outputs(model, head) if head is not None else 0, warnings=warnings)
+        head=head, outputs=outputs, warnings=warnings)

@@ -1,7 +1,7 @@
 """The task head at the HF boundary: which one an export carries, its class, labels and task; heads no
 transformers class computes (HotpotQA, WikiHop, coref) are refused."""
 from dataclasses import dataclass, fields
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -25,18 +25,15 @@ class HeadTask:
     @property
     def default_name(self) -> str:
         from fairseq.tasks import TASK_DATACLASS_REGISTRY
-
         return {f.name: f.default for f in fields(TASK_DATACLASS_REGISTRY[self.task])}[self.name_field]
 
     def flags(self, name: str) -> List[str]:  # the criterion has the task's name
         return ["--task", self.task, "--criterion", self.task, "--" + self.name_field.replace("_", "-"), name]
 
 
-HEAD_TASKS = {
-    "classification": HeadTask("longformer_classification", "classification_head_name", "input0/dict.txt",
-                               "label/dict.txt"),
-    "span": HeadTask("longformer_qa", "span_head_name", "dict.txt"),
-}
+HEAD_TASKS = {"classification": HeadTask("longformer_classification", "classification_head_name", "input0/dict.txt",
+                                          "label/dict.txt"),
+              "span": HeadTask("longformer_qa", "span_head_name", "dict.txt")}
 MLM_TOKEN_DICT = "dict.txt"  # longformer_mlm reads DATA/dict.txt
 HOTPOTQA_HEAD = ("a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting paragraphs "
                  "and sentences)")
@@ -111,44 +108,29 @@ def keep_only_head(model, head: Optional[HeadRef], tensors: Mapping[str, Tensor]
     """``model`` with exactly ``head`` holding ``tensors`` (fairseq's loader re-inits a head of another size)."""
     for attr in HEAD_MODULES.values():
         getattr(model, attr, nn.ModuleDict()).clear()
-    if head is None:
-        return
-    if head.kind == "classification":
-        register_head(model, head, tensors["out_proj.weight"].shape[0], tensors["dense.weight"].shape[0])
-    else:
-        register_head(model, head, 2)
-    head_module(model, head).load_state_dict(dict(tensors), strict=True)
+    if head is not None:  # a classification head sized by its tensors; a span head's always C -> 2
+        register_head(model, head, *((tensors["out_proj.weight"].shape[0], tensors["dense.weight"].shape[0])
+                                     if head.kind == "classification" else (2,)))
+        head_module(model, head).load_state_dict(dict(tensors), strict=True)
 
 
-def head_outputs(model, head: HeadRef) -> int:
-    """L: classes of a classification head, 2 (start, end) for a span head."""
+def head_layout(model, head: HeadRef, hidden: int, dropout: float) -> Tuple[int, List[str], List[str]]:
+    """(L: classes, or 2 for a span head's start and end; what HF's head class cannot represent; what it drops)."""
     module = head_module(model, head)
-    return (module.out_proj if head.kind == "classification" else module.qa_outputs).out_features
-
-
-def head_problems(model, head: HeadRef, hidden: int) -> List[str]:
-    """What HF's head class cannot represent, one line each (a span head is exactly HF's qa_outputs)."""
-    module, problems = head_module(model, head), []
-    if head.kind != "classification":
-        return problems
-    if module.dense.out_features != hidden:
-        problems.append(f"classification head {head.name!r}: inner dimension {module.dense.out_features}; HF's "
-                        f"classifier.dense is hidden x hidden ({hidden})")
+    if head.kind != "classification":  # a span head is exactly HF's qa_outputs
+        return module.qa_outputs.out_features, [], []
+    problems = [f"classification head {head.name!r}: inner dimension {module.dense.out_features}; HF's "
+                f"classifier.dense is hidden x hidden ({hidden})"] if module.dense.out_features != hidden else []
     if module.activation_fn is not torch.tanh:
         problems.append(f"--pooler-activation-fn: classification head {head.name!r} uses "
                         f"{getattr(module.activation_fn, '__name__', module.activation_fn)}; HF's classifier "
                         "hard-codes tanh")
     if hasattr(module.out_proj, "weight_orig"):
         problems.append("--spectral-norm-classification-head: HF's classifier.out_proj is a plain Linear")
-    return problems
-
-
-def head_warnings(model, head: HeadRef, dropout: float) -> List[str]:
-    module = head_module(model, head)
-    if head.kind == "classification" and float(module.dropout.p) != dropout:
-        return [f"--pooler-dropout {module.dropout.p} is not exported: HF's classifier applies hidden_dropout_prob "
-                f"({dropout}) (training only; outputs in eval mode are unaffected)"]
-    return []
+    warnings = [] if module.dropout.p == dropout else [
+        f"--pooler-dropout {module.dropout.p} is not exported: HF's classifier applies hidden_dropout_prob "
+        f"({dropout}) (training only; outputs in eval mode are unaffected)"]
+    return module.out_proj.out_features, problems, warnings
 
 
 def head_config(head: Optional[HeadRef], outputs: int, labels: Optional[Sequence[str]] = None) -> Dict[str, object]:
