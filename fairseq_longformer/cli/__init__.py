@@ -52,7 +52,8 @@ def checkpoint_converter_parser(prog: str, description: str, kind: str) -> argpa
     parser.add_argument("--checkpoint-file", default="model.pt",
                         help="checkpoint name inside a --source folder (default: model.pt)")
     parser.add_argument("--dict", default=None, help="dict.txt (default: next to the checkpoint)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT/model.pt")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a non-empty OUTPUT folder this tool wrote (its marker file is there)")
     add_trust_flag(parser)
     return parser
 
