@@ -84,9 +84,11 @@ def _fold(blocks: Tensor, padded: Tensor, start: int, count: int, summed: Tensor
     chunk = blocks.shape[1]
     reach = width // chunk  # R blocks per window
     targets = count + reach - 1
-    view = padded.as_strided((targets, reach, chunk, head_dim),
-                             (width * head_dim, (width - chunk) * head_dim, head_dim, 1),
-                             padded.storage_offset() + (reach - 1) * chunk * head_dim)
+    # as_strided without a storage offset starts where its input does: no storage_offset() read,
+    # which torch.compile cannot trace (an int out of a tensor) and would break the whole graph at
+    first = padded.view(-1)[(reach - 1) * chunk * head_dim:]
+    view = first.as_strided((targets, reach, chunk, head_dim),
+                            (width * head_dim, (width - chunk) * head_dim, head_dim, 1))
     blocks[start:start + targets].add_(torch.sum(view, dim=1, out=summed[:targets]))
 
 

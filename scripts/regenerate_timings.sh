@@ -53,7 +53,7 @@ if [[ "${SMOKE:-0}" == 1 ]]; then
   profile=(--length 256 --heads 2 --head-dim 16 --window 16 --calls 5 --peak-sizes 128,256)
   busy_layer=(--lengths 256 --heads 2 --head-dim 16 --window 16 --repeats 5 --quiet-wait 0 --peak-sizes 128,256)
   train=(--size tiny --repeats 5)
-  omp=(--size tiny --repeats 1 --omp-rounds 1 --omp-variants project,libgomp-default)
+  omp=(--size tiny --repeats 1 --omp-rounds 1 --omp-variants project,libgomp-default,passive)
 else
   layer=(--lengths 4096 --time-cap 60 --quiet-wait 60)
   figure=(--lengths 512,1024,2048,4096,8192 --time-cap 60 --quiet-wait 60)
