@@ -6,7 +6,6 @@ CompactHydraException as a base when hydra is installed, for fairseq-hydra-train
 
     atomic       writing files and folders so that no reader sees half of one; folder locks
     flags        plain typed command-line flags from their defaults
-    openmp       OpenMP's wait policy, set before torch loads (a busy machine's slowdown)
     free_cores   how many of this process's cores other processes leave free (/proc/stat)
     threads      the thread policy: --threads N / OMP_NUM_THREADS win, else auto (free cores)
     provenance   the commit, machine (CPU model), date and load average of a measurement

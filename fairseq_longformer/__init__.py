@@ -15,9 +15,6 @@ Public names, for code that builds on the plugin without reaching into its modul
                                 ``--trust-checkpoint`` (else they refuse files that hold code)
     UserInputError              the ValueError of a bad input the user can fix (one-line message)
 """
-from longformer_common.openmp import apply_defaults as _openmp_defaults
-
-_openmp_defaults()  # OpenMP wait policy before torch loads libgomp (longformer_common/openmp.py)
 from . import runtime
 
 runtime.apply()  # patches the fairseq stack before anything else runs

@@ -71,8 +71,6 @@ set -euo pipefail
 
 RECIPES_DIR="${RECIPES_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 REPO="${REPO:-$(cd "$RECIPES_DIR/.." && pwd)}"
-# shellcheck source=recipes/openmp_env.sh
-source "$REPO/recipes/openmp_env.sh"  # OpenMP wait policy before any torch process
 # the project's interpreter even when the venv is not activated (CI runs the tests that way)
 if [[ -z "${PYTHON:-}" ]]; then
   if [[ -x "$REPO/.venv/bin/python" ]]; then PYTHON="$REPO/.venv/bin/python"; else PYTHON=python3; fi

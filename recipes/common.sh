@@ -55,8 +55,6 @@
 
 RECIPES_DIR="${RECIPES_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 REPO="${REPO:-$(cd "$RECIPES_DIR/.." && pwd)}"
-# shellcheck source=recipes/openmp_env.sh
-source "$REPO/recipes/openmp_env.sh"  # OpenMP wait policy before any torch process
 
 MODEL="${MODEL:-base}"
 DATA="${DATA:-}"

@@ -11,5 +11,3 @@ if [[ -z "${VIRTUAL_ENV:-}" && -x "${VENV:-$REPO/.venv}/bin/python" ]]; then
 fi
 PYTHON="$(command -v python3 || command -v python)" \
   || { echo "no python3 on PATH: install Python 3.10-3.12, then run scripts/install.sh" >&2; exit 2; }
-# shellcheck source=recipes/openmp_env.sh
-source "$REPO/recipes/openmp_env.sh"  # OpenMP wait policy before any torch process

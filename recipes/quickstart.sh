@@ -33,8 +33,8 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=recipes/openmp_env.sh
-source "$REPO/recipes/openmp_env.sh"  # OpenMP wait policy before any torch process
+# shellcheck source=recipes/threads_env.sh
+source "$REPO/recipes/threads_env.sh"  # threads_from: THREADS -> the thread policy
 cd "$REPO"
 WORK="${WORK:-work}"
 MAX_UPDATE="${MAX_UPDATE:-2000}"

@@ -12,6 +12,3 @@ The tools build on the plugin's public names only (``fairseq_longformer``'s pack
 registered fairseq architectures, ``fairseq_longformer.conversion``'s exports) and on
 ``longformer_kernels``; nothing in the plugin imports them.
 """
-from longformer_common.openmp import apply_defaults as _openmp_defaults
-
-_openmp_defaults()  # before anything below imports torch: libgomp reads it once, at load

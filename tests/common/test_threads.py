@@ -62,10 +62,10 @@ def test_the_description_names_the_source():
 
 @pytest.mark.parametrize("value, exported", [("auto", "LONGFORMER_THREADS=auto"), ("3", "OMP_NUM_THREADS=3")])
 def test_the_recipes_export_the_policy(value, exported):
-    """recipes/openmp_env.sh's threads_from, which recipes/quickstart.sh calls with THREADS (auto by default)."""
+    """recipes/threads_env.sh's threads_from, which recipes/quickstart.sh calls with THREADS (auto by default)."""
     repo = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", threads.ENV)}
-    done = subprocess.run(["bash", "-c", f'source recipes/openmp_env.sh && threads_from {value} && env'],
+    done = subprocess.run(["bash", "-c", f'source recipes/threads_env.sh && threads_from {value} && env'],
                           cwd=repo, env=env, capture_output=True, text=True, check=True)
     assert exported in done.stdout.splitlines()
     assert 'THREADS="${THREADS:-auto}"' in (repo / "recipes" / "quickstart.sh").read_text()

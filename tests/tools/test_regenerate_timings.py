@@ -33,4 +33,4 @@ def test_smoke_run_writes_every_page(tmp_path):
     assert train["environment"]["thread_policy"].startswith("auto (--threads auto")
     assert train["environment"]["threads"] >= 1 and train["environment"]["threads_busy"] >= 1
     omp = json.loads((tmp_path / "train_step_quickstart_omp.json").read_text())
-    assert {e["variant"] for e in omp["summary"]} == {"project", "libgomp-default", "passive"}
+    assert {e["variant"] for e in omp["summary"]} == {"libgomp-default", "passive", "spin1000"}

@@ -265,6 +265,18 @@ def run(names, checkpointing, device: torch.device, size: str, max_batch: int, r
     return report
 
 
+def time_bound(time_cap: float, names, checkpointing) -> float:
+    """Seconds by which ``run(names, checkpointing, ..., time_cap)`` is over, generously: 600 to
+    build the models and time the matmul, then 4 x ``time_cap`` per row and mode (a batch search
+    stops doubling after half of it; the warm-ups and timed steps fit in the rest).
+
+    What is started beside a timing uses it so that it ends on its own should its parent vanish:
+    busy mode's spinners exit after it (their parent kills them sooner, when the timing ends),
+    and an --omp-variants parent waits this long for each timing of a child, so the child and its
+    spinners are killed sooner than the parent waits."""
+    return 600 + 4 * time_cap * len(names) * len(checkpointing)
+
+
 HEADER = f"{'row':18} {'N':>6} {'ckpt':>4} {'batch':>5} {'step ms':>9} {'tokens/s':>10} {'peak MB':>8} {'MFU':>6}  status"
 
 

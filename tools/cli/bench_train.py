@@ -8,7 +8,7 @@ With --busy N every row is measured again beside N spin processes (``bench/compe
 and each row's slowdown (quiet tokens/s / busy tokens/s) reported; --size quickstart is
 recipes/quickstart.sh's model (e.g. --rows longformer_mlm,roberta_sdpa_mlm --checkpointing off
 --max-batch 2 --repeats 5 --busy 1: the main job's training step quiet and busy). With
---omp-variants project,libgomp-default,passive,spin100000 the same rows are timed quiet (and with
+--omp-variants libgomp-default,passive,spin100000 the same rows are timed quiet (and with
 --busy N also beside N spin processes, at the same thread count) under each OpenMP wait policy, side
 by side, one fresh process per variant and round (``bench/omp_variants.py``);
 --out X.json then writes X.md beside it, the results page.
@@ -143,8 +143,7 @@ def main(argv=None) -> int:
                                  args.time_cap, save=save)
         if args.busy:
             print(f"again beside {args.busy} spin process(es):")
-            bound = 600 + 4 * args.time_cap * len(args.rows) * len(args.checkpointing)  # seconds; killed sooner
-            with competing_load(args.busy, bound):
+            with competing_load(args.busy, train_steps.time_bound(args.time_cap, args.rows, args.checkpointing)):
                 # auto: the cores the spinners leave free, measured once they run (every row alike)
                 environment["threads_busy"] = (policy.threads(threads, interval=thread_policy.BENCH_INTERVAL)
                                                if policy.auto else environment["threads"])

@@ -6,12 +6,11 @@ import json
 
 import pytest
 
-from longformer_common import openmp
 from longformer_tools.bench import omp_variants
 from longformer_tools.cli import bench
 from longformer_tools.report import results_pages
 
-VARIANTS = "project,libgomp-default,passive"
+VARIANTS = "spin10000,libgomp-default,passive"
 
 
 def test_each_variant_runs_in_a_child_of_its_own_environment_and_the_page_renders_from_the_json(
@@ -26,7 +25,7 @@ def test_each_variant_runs_in_a_child_of_its_own_environment_and_the_page_render
     assert sorted(only_round["order"]) == sorted(VARIANTS.split(","))
     for variant, run in only_round["runs"].items():
         # what the child's own os.environ held: the variant's variables and no other wait-policy one
-        assert {k: v for k, v in run["omp_environment"].items() if v is not None} == omp_variants.VARIANTS[variant]
+        assert {k: v for k, v in run["omp_environment"].items() if v is not None} == omp_variants.variables(variant)
         assert run["threads"] == 1  # the parent's count in every child
         [row] = run["rows"]
         assert row["status"] == "ok" and row["batch"] == 2 and row["repeats"] == 1, row
@@ -35,11 +34,11 @@ def test_each_variant_runs_in_a_child_of_its_own_environment_and_the_page_render
     entries = {e["variant"]: e for e in record["summary"]}
     assert set(entries) == set(VARIANTS.split(","))
     assert entries["libgomp-default"]["ratio_median"] == 1.0
-    project = only_round["runs"]["project"]["rows"][0]["tokens_per_s"]
+    spin = only_round["runs"]["spin10000"]["rows"][0]["tokens_per_s"]
     baseline = only_round["runs"]["libgomp-default"]["rows"][0]["tokens_per_s"]
-    assert entries["project"]["ratio_median"] == pytest.approx(project / baseline)
-    assert entries["project"]["slowdown_median"] == pytest.approx(
-        project / only_round["runs"]["project"]["busy_rows"][0]["tokens_per_s"])
+    assert entries["spin10000"]["ratio_median"] == pytest.approx(spin / baseline)
+    assert entries["spin10000"]["slowdown_median"] == pytest.approx(
+        spin / only_round["runs"]["spin10000"]["busy_rows"][0]["tokens_per_s"])
     assert record["provenance"]["commit"]
     assert record["environment"]["command"].startswith("longformer-bench train-steps")
     # the page beside it is what results_pages renders from the JSON alone
@@ -54,9 +53,26 @@ def test_each_variant_runs_in_a_child_of_its_own_environment_and_the_page_render
 def test_a_child_environment_holds_only_its_variants_wait_policy():
     caller = {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "5", "KMP_BLOCKTIME": "0", "PATH": "/bin"}
     assert omp_variants.variant_environment("passive", caller) == {"PATH": "/bin", "OMP_WAIT_POLICY": "PASSIVE"}
-    assert omp_variants.variant_environment("project", caller) == {"PATH": "/bin", **openmp.DEFAULTS}
+    assert omp_variants.variant_environment("spin10000", caller) == {"PATH": "/bin", "GOMP_SPINCOUNT": "10000"}
     assert omp_variants.variant_environment("libgomp-default", caller) == {"PATH": "/bin", "GOMP_SPINCOUNT": "300000"}
 
+
+
+def test_the_parent_waits_for_a_child_as_long_as_its_quiet_and_busy_timings_may_take(monkeypatch):
+    """The bound of one timing (train_steps.time_bound) is also its spinners' own; with --busy a
+    child times twice, so the parent waits twice that before it kills the child."""
+    from longformer_tools.bench import train_steps
+
+    waits = []
+    monkeypatch.setattr(omp_variants, "_child_run", lambda variant, spec, timeout_s: (
+        waits.append(timeout_s), {"status": "error", "note": "not started"})[1])
+    spec = dict(rows=["longformer_mlm", "char_lm"], checkpointing=[False, True], time_cap=60.0, threads=1)
+    bound = train_steps.time_bound(spec["time_cap"], spec["rows"], spec["checkpointing"])
+    assert bound == 600 + 4 * 60.0 * 2 * 2
+    for busy, wait in ((0, bound), (1, 2 * bound)):
+        waits.clear()
+        omp_variants.compare(["libgomp-default"], 1, dict(spec, busy=busy), progress=lambda line: None)
+        assert waits == [wait]
 
 def _row(tokens_per_s: float) -> dict:
     return {"name": "longformer_mlm", "checkpointing": False, "status": "ok", "note": "", "tokens_per_s": tokens_per_s}
@@ -94,32 +110,34 @@ def test_with_busy_rows_each_variant_reports_its_own_quiet_over_busy_slowdown():
 
 
 def test_the_summary_takes_ratios_per_round_and_leaves_out_what_was_not_measured_as_asked():
-    variants = ["project", "libgomp-default", "passive"]
-    tokens = {"project": [96, 100, 104, 90, 98], "libgomp-default": [100, 100, 100, 100, 100],
+    variants = ["spin10000", "libgomp-default", "passive"]
+    tokens = {"spin10000": [96, 100, 104, 90, 98], "libgomp-default": [100, 100, 100, 100, 100],
               "passive": [50, 60, 40, 70, 55]}
     rounds = [{"order": variants, "runs": {v: _run(v, tokens[v][r]) for v in variants}} for r in range(5)]
     rounds[4]["runs"]["passive"] = {"status": "error", "note": "the child exited 1: boom"}
-    rounds[3]["runs"]["project"] = _run("project", 1000, threads=1)  # not the count asked: left out
-    record = {"omp_variants": variants, "variant_environment": {v: omp_variants.VARIANTS[v] for v in variants},
+    rounds[3]["runs"]["spin10000"] = _run("spin10000", 1000, threads=1)  # not the count asked: left out
+    record = {"omp_variants": variants, "variant_environment": {v: omp_variants.variables(v) for v in variants},
               "omp_rounds": 5, "settings": {"repeats": 5, "threads": 2}, "rounds": rounds,
               "environment": {"command": "longformer-bench train-steps --omp-variants " + ",".join(variants),
                               "thread_policy": "2 (--threads)"}}
     record["summary"] = omp_variants.summary(record)
     entries = {e["variant"]: e for e in record["summary"]}
-    assert entries["project"]["rounds"] == 4 and entries["project"]["tokens_per_s_median"] == 99
-    assert (entries["project"]["ratio_min"], entries["project"]["ratio_max"]) == (0.96, 1.04)
+    assert entries["spin10000"]["rounds"] == 4 and entries["spin10000"]["tokens_per_s_median"] == 99
+    assert (entries["spin10000"]["ratio_min"], entries["spin10000"]["ratio_max"]) == (0.96, 1.04)
     assert entries["passive"]["rounds"] == 4 and entries["passive"]["tokens_per_s_median"] == 55
-    assert omp_variants.failures(record) == ["round 4 project: ran at 1 threads, not 2",
+    assert omp_variants.failures(record) == ["round 4 spin10000: ran at 1 threads, not 2",
                                              "round 5 passive: the child exited 1: boom"]
     page = omp_variants.page(record, "docs/results/x.json")
-    assert "| longformer_mlm | off | project | 99 (96-104) | 0.990 (0.960-1.040) |" in page
+    assert "| longformer_mlm | off | spin10000 | 99 (96-104) | 0.990 (0.960-1.040) |" in page
     assert "run at 0.990x libgomp-default's tokens/s" in page and ": within the 5% of issue 51" in page
-    assert "Left out above: round 4 project: ran at 1 threads, not 2; round 5 passive" in page
+    assert "Left out above: round 4 spin10000: ran at 1 threads, not 2; round 5 passive" in page
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--omp-variants", "project,spinny,libgomp-default"], "--omp-variants: unknown spinny; choose from "),
-    (["--omp-variants", "project,passive"], "--omp-variants: add libgomp-default"),
+    (["--omp-variants", "spin10000,spinny,libgomp-default"], "--omp-variants: unknown spinny; choose from "),
+    (["--omp-variants", "spin10000,passive"], "--omp-variants: add libgomp-default"),
+    # the project sets no wait policy of its own: libgomp-default is what its processes run under
+    (["--omp-variants", "project,libgomp-default"], "--omp-variants: unknown project; choose from "),
     (["--omp-variants", "spin-5,libgomp-default"], "--omp-variants: unknown spin-5; choose from "),
     (["--omp-variants", VARIANTS, "--omp-rounds", "0"], "--omp-rounds must be >= 1"),
 ])
