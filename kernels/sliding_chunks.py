@@ -75,35 +75,22 @@ def _fold(blocks: Tensor, padded: Tensor, start: int, count: int, summed: Tensor
     flat key buffer seen as (rows / c, c, D) blocks: block u of window t is block start + t + u.
 
     padded: (R - 1 + T + R - 1, L, D), the T windows between R - 1 windows of zeros on either
-    side; summed: (>= R - 1, c, D) scratch. Why not one add per block offset u (R passes over
+    side; summed: (>= T + R - 1, c, D) scratch. Why not one add per block offset u (R passes over
     the blocks, R parallel regions): target block b collects block u of window b - u for every u,
     and with the zero windows around them those R blocks are one strided view (block R - 1 - u'
     of padded window b + u' lies at b * L + u' * (L - c) + (R - 1) * c rows of D), so one sum
-    over u' does it.
-
-    The groups are folded in order, start = 0 first, and ``blocks`` need not be zeroed: a group
-    writes its target blocks start .. start + T + R - 2 and adds only into the first R - 1 of
-    them, which the previous group wrote (its last R - 1); the first group adds into none. The
-    sum goes straight into ``blocks``, so no (rows, D) zero fill and no add over every block."""
+    over u' and one add do it."""
     _, width, head_dim = padded.shape
     chunk = blocks.shape[1]
     reach = width // chunk  # R blocks per window
     targets = count + reach - 1
     # as_strided without a storage offset starts where its input does: no storage_offset() read,
     # which torch.compile cannot trace (an int out of a tensor) and would break the whole graph at
-    # (a graph break inside the attention's autograd.Function fails fullgraph compilation)
+    # this line: a fullgraph compile of the encoder would then fail
     first = padded.view(-1)[(reach - 1) * chunk * head_dim:]
     view = first.as_strided((targets, reach, chunk, head_dim),
                             (width * head_dim, (width - chunk) * head_dim, head_dim, 1))
-    if start == 0:
-        torch.sum(view, dim=1, out=blocks[:targets])
-        return
-    # the previous group's last R - 1 blocks, summed with this group's share of them (a + b in
-    # either order is the same float: the result is the zero-filled fold's bit for bit)
-    overlap = summed[:reach - 1]
-    overlap.copy_(blocks[start:start + reach - 1])
-    torch.sum(view, dim=1, out=blocks[start:start + targets])
-    blocks[start:start + reach - 1].add_(overlap)
+    blocks[start:start + targets].add_(torch.sum(view, dim=1, out=summed[:targets]))
 
 
 class _BandAttention(torch.autograd.Function):
@@ -177,9 +164,7 @@ class _BandAttention(torch.autograd.Function):
             delta = torch.einsum("tcd,tcd->tc", grad_chunks, out).unsqueeze(-1)  # no (T, c, D) temporary
             del out
             grad_q = torch.empty_like(q_chunks)
-            # every block is written by ``_fold`` (its first group writes, later ones add only
-            # into the blocks the previous group wrote): no zero fill
-            grad_k, grad_v = torch.empty_like(k_flat), torch.empty_like(v_flat)
+            grad_k, grad_v = torch.zeros_like(k_flat), torch.zeros_like(v_flat)
             grad_k_blocks = grad_k.view(-1, layout.chunk, layout.head_dim)
             grad_v_blocks = grad_v.view(-1, layout.chunk, layout.head_dim)
             # the per-group buffers come from the pool: fresh ones of this size (tens of MiB with
@@ -191,7 +176,7 @@ class _BandAttention(torch.autograd.Function):
             padded = buffers.take((layout.group + 2 * pad, layout.width, layout.head_dim))
             padded[:pad].zero_()
             padded[pad + layout.group:].zero_()
-            summed = buffers.take((pad, layout.chunk, layout.head_dim))
+            summed = buffers.take((layout.group + pad, layout.chunk, layout.head_dim))
             # With dropout, dP and dV see the kept probabilities scaled by 1 / (1 - rate): the scale
             # rides on a group's dO, (T, c, D), not on its (T, c, L) blocks nor on a whole copy of dO.
             scaled = None if drop is None else buffers.take((layout.group, layout.chunk, layout.head_dim))

@@ -278,9 +278,7 @@ class LongformerSelfAttention(nn.Module):
             # not used in producing loss" (or need the slow find_unused_parameters=True).
             # Running them on an empty slice adds an exact 0 (to the output bias: a (C,) add,
             # not an (N, B, C) one) and gives them a zero gradient at no cost.
-            # (detached: a slice of query itself would give query a full (N, B, C) zero gradient,
-            # a fill and an add per backward)
-            empty = query.detach()[:0]
+            empty = query[:0]
             zero = sum(p(empty).sum() for p in (self.q_global_proj, self.k_global_proj, self.v_global_proj))
             if bias is None:
                 return F.linear(out, self.out_proj.weight) + zero, None
