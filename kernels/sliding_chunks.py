@@ -86,6 +86,7 @@ def _fold(blocks: Tensor, padded: Tensor, start: int, count: int, summed: Tensor
     targets = count + reach - 1
     # as_strided without a storage offset starts where its input does: no storage_offset() read,
     # which torch.compile cannot trace (an int out of a tensor) and would break the whole graph at
+    # this line: a fullgraph compile of the encoder would then fail
     first = padded.view(-1)[(reach - 1) * chunk * head_dim:]
     view = first.as_strided((targets, reach, chunk, head_dim),
                             (width * head_dim, (width - chunk) * head_dim, head_dim, 1))
