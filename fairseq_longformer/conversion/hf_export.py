@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from torch import nn
+
 from longformer_common.atomic import check_output_dir, staged_folder
 from . import fairseq_checkpoint
 from .families import led as led_family
-from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, inspect_model
-from .families.longformer_heads import checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, \
-    head_module, keep_only_head, model_heads, refuse_heads_without_hf_class, task_labels
-from .rules import DICT_COPY, load_into_hf
+from .families.longformer import HEAD_MODULES, HEAD_TASKS, HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, MLM_TOKEN_DICT, \
+    WEIGHTS_NAME, HeadRef, choose_head, head_module, inspect_model, model_heads, refuse_heads_without_hf_class, \
+    register_head
+from .rules import DICT_COPY, hf_libraries, load_into_hf
 from .tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -26,16 +28,6 @@ class ExportResult:
     config: Dict[str, object]
     tokenizer: Optional[str]
     warnings: List[str] = field(default_factory=list)
-
-
-def _transformers():
-    try:
-        import safetensors.torch  # noqa: F401
-        import transformers
-    except ImportError as error:
-        raise ImportError(f"export needs transformers and safetensors (pip install 'fairseq-longformer[hf]'): "
-                          f"{error}") from error
-    return transformers
 
 
 def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None], dictionary, config, what: str,
@@ -60,7 +52,7 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
 
 def to_hf_masked_lm(model, dictionary):
     """A built fairseq Longformer masked LM as the in-memory ``LongformerForMaskedLM`` ``export_model`` writes."""
-    transformers = _transformers()
+    transformers = hf_libraries("export")
     layout = inspect_model(model, dictionary)
     hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**layout.hf_config(dictionary)))
     # tied, the decoder weight is the word embeddings' parameter; the id buffers are HF's own
@@ -72,7 +64,7 @@ def to_hf_masked_lm(model, dictionary):
 def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None, overwrite: bool = False,
                  head_name: Optional[str] = None, labels: Optional[List[str]] = None) -> ExportResult:
     """A built fairseq Longformer -> HF folder: head ``head_name`` (default: the only one) or LongformerForMaskedLM."""
-    transformers = _transformers()
+    transformers = hf_libraries("export")
     head = choose_head(model_heads(model), head_name, "the model")
     refuse_heads_without_hf_class(head, head_module(model, head).state_dict() if head is not None else {})
     layout = inspect_model(model, dictionary, head)
@@ -114,12 +106,16 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
     cfg = state["cfg"]
     if encoder_only and head_name is not None:
         raise ValueError("--encoder-only exports no head: leave out --head-name")
-    head = None if encoder_only else choose_head(checkpoint_heads(state["model"]), head_name,
-                                                 f"checkpoint {str(checkpoint)!r}")
-    head_tensors = checkpoint_head_tensors(state["model"], head) if head is not None else {}
+    heads = dict.fromkeys(HeadRef(kind, key.split(".")[1]) for key in state["model"]
+                          for kind, attr in HEAD_MODULES.items() if key.startswith(attr + "."))
+    head = None if encoder_only else choose_head(list(heads), head_name, f"checkpoint {str(checkpoint)!r}")
+    # the head's tensors by name inside it, taken before fairseq's loader deletes heads its task lacks
+    prefix = f"{HEAD_MODULES[head.kind]}.{head.name}." if head is not None else "\0"
+    head_tensors = {key[len(prefix):]: value for key, value in state["model"].items() if key.startswith(prefix)}
     refuse_heads_without_hf_class(head, head_tensors)
     roots = [checkpoint.parent] + ([Path(str(cfg.task.data).split(os.pathsep)[0])] if cfg.task.get("data") else [])
-    token_dict, label_dict = dictionary_files(cfg.task.get("_name"))
+    token_dict, label_dict = next(((t.token_dict, t.label_dict) for t in HEAD_TASKS.values()
+                                   if t.task == cfg.task.get("_name")), (MLM_TOKEN_DICT, None))  # under its --data
     files = {token_dict: _find("dictionary", "--dict", dict_path,
                                [checkpoint.parent / "dict.txt"] + [root / token_dict for root in roots])}
     if label_dict is not None:
@@ -134,7 +130,12 @@ def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, he
         overwrite_args_by_name(cfg, {"data": data})
         models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
     model = models[0].eval()
-    keep_only_head(model, head, head_tensors)
+    for attr in HEAD_MODULES.values():  # exactly ``head`` (fairseq's loader re-inits a head of another size)
+        getattr(model, attr, nn.ModuleDict()).clear()
+    if head is not None:  # a classification head sized by its tensors; a span head's always C -> 2
+        register_head(model, head, *((head_tensors["out_proj.weight"].shape[0], head_tensors["dense.weight"].shape[0])
+                                     if head.kind == "classification" else (2,)))
+        head_module(model, head).load_state_dict(head_tensors, strict=True)
     return model, task, head
 
 
@@ -162,7 +163,7 @@ def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
 def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None,
                      overwrite: bool = False) -> ExportResult:
     """A built fairseq LED -> HF LEDForConditionalGeneration folder (+ the reserved position rows)."""
-    transformers = _transformers()
+    transformers = hf_libraries("export")
     layout = led_family.inspect_led(model)
     if len(dictionary) != layout.vocab:
         raise ValueError(f"the dictionary has {len(dictionary)} symbols, the model's embeddings {layout.vocab} rows: "
@@ -202,4 +203,7 @@ def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[T
             raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
         return export_led_model(*load_led(path, dict_path, state), out_dir, tokenizer, overwrite)
     model, task, head = load_fairseq_checkpoint(path, dict_path, label_dict_path, head_name, encoder_only, state)
-    return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite, labels=task_labels(task, head))
+    own = head is not None and head.kind == "classification" and hasattr(task, "label_dictionary") and getattr(
+        task.cfg, HEAD_TASKS["classification"].name_field, None) == head.name  # the head the labels describe
+    return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite,
+                        labels=list(task.label_names()) if own else None)

@@ -1,6 +1,5 @@
 """``longformer-import-hf``: a HF folder -> a fairseq checkpoint folder (model.pt + its task's dictionaries,
-fairseq id == HF id): one driver (``_import``) reading the folder through its family's reader (Longformer /
-RoBERTa family: ``import_hf``; LED: ``import_led``)."""
+fairseq id == HF id): one driver (``_import``) reading the folder through its family's reader."""
 import copy
 import logging
 import tempfile
@@ -18,15 +17,15 @@ from torch import Tensor
 
 from longformer_common.atomic import check_output_dir
 from .families import led as led_family
-from .families.longformer import HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, \
-    HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, hf_to_fairseq_state, \
-    key_map, size_problems, source_family
-from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
+from .families.longformer import HEAD_TASKS, HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, \
+    HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, MLM_TOKEN_DICT, ROBERTA_SHAPED, HeadRef, \
+    config_problems, hf_to_fairseq_state, key_map, register_head, size_problems, source_family
 from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state, write_checkpoint_folder
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
 from .hf_folder import HF_TOKENIZER_FILES, check_sizes, folder_dictionary, hf_special_ids, load_safetensors, \
     read_hf_config, read_weights, unigram_pieces
-from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
+from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, hf_libraries, renamed, \
+    shape_of
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +66,11 @@ class FamilyRead:
 
 
 def _import(hf_dir, out_dir, overwrite: bool, read: Callable[..., FamilyRead]):
-    """The flow every family shares: ``read(hf_dir, config, out_abs, scratch)``, then the model built, filled
-    exactly and written with the dictionaries and the tokenizer (hf_tokenizer/)."""
+    """``read(hf_dir, config, out_abs, scratch)``, then the model built, filled exactly and written with the
+    dictionaries and the tokenizer (hf_tokenizer/)."""
     import fairseq_longformer  # noqa: F401  (registers the models, tasks and criteria)
     from fairseq.models import ARCH_MODEL_REGISTRY
+    hf_libraries("import")  # config.json is read as transformers reads it
     hf_dir, out_abs = Path(hf_dir), Path(out_dir).absolute()
     check_output_dir(out_dir, overwrite, [hf_dir])
     with tempfile.TemporaryDirectory() as scratch:
@@ -111,11 +111,10 @@ def _labels(config: Mapping, hf_dir: Path) -> List[str]:
     return labels
 
 
-# what transformers' config classes default when config.json lacks it (transformers 5's, for a
-# machine without it); sizes are not among them: those are checked against the tensors
-TRANSFORMERS_DEFAULTS = {"layer_norm_eps": 1e-12, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
-                         "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
-                         "position_embedding_type": "absolute", "tie_word_embeddings": True}
+# settings read as transformers' config class defaults them when config.json lacks them (sizes are checked against
+# the tensors instead)
+DEFAULTED = ("layer_norm_eps", "type_vocab_size", "hidden_dropout_prob", "attention_probs_dropout_prob", "hidden_act",
+             "position_embedding_type", "tie_word_embeddings")
 FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
 
 
@@ -141,12 +140,9 @@ def check_folder(hf_dir) -> Mapping:
 def _checked_config(hf_dir: Path, config: Mapping, model_type: str) -> Dict[str, object]:
     """config.json as transformers reads it (missing settings defaulted), checked; ValueError naming every problem."""
     problems = config_problems(config)
-    try:
-        import transformers
-        defaults = transformers.AutoConfig.for_model(model_type).to_dict()
-    except (ImportError, ValueError):
-        defaults = TRANSFORMERS_DEFAULTS
-    defaulted = [name for name in TRANSFORMERS_DEFAULTS if name not in config and name in defaults]
+    import transformers  # present (_import checked); imported late so the CLI's --help and bad input stay light
+    defaults = transformers.AutoConfig.for_model(model_type).to_dict()
+    defaulted = [name for name in DEFAULTED if name not in config and name in defaults]
     config = {**config, **{name: defaults[name] for name in defaulted}}
     if not problems:  # nothing below is sized by an unchecked number
         _check_family_sizes(config, hf_dir, model_type)

@@ -12,6 +12,17 @@ UNCHECKED = object()  # a config rule's default: an entry config.json lacks is n
 QKV = (("q", "query"), ("k", "key"), ("v", "value"))  # fairseq's projection -> HF's
 
 
+def hf_libraries(what: str):
+    """transformers (with safetensors), or ImportError naming the fix: the Hugging Face side needs both."""
+    try:
+        import safetensors.torch  # noqa: F401
+        import transformers
+    except ImportError as error:
+        raise ImportError(f"{what} needs transformers and safetensors (pip install 'fairseq-longformer[hf]'): "
+                          f"{error}") from error
+    return transformers
+
+
 def window_problems(windows: Sequence[int], layer_label: str = "layer") -> List[str]:
     """What keeps one-sided ``windows`` from being an HF ``attention_window`` (empty: exportable)."""
     problems = [f"--attention-window: {layer_label} {i}: window {w} (w = {w}; HF's attention_window, 2w, must be "

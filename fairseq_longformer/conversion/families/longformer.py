@@ -1,18 +1,98 @@
-"""fairseq's Longformer (masked LM, classification, QA) <-> HF ``LongformerFor*`` (RoBERTa family on import).
+"""fairseq's Longformer (masked LM, classification, QA) <-> HF ``LongformerFor*`` (RoBERTa family on import), and
+the task head an export carries (heads no transformers class computes are refused).
 Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
 import logging
-from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from dataclasses import dataclass, field, fields
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ...models.global_projections import add_missing_global_projections
 from ..rules import QKV, UNCHECKED, check_shapes, extend_positions, from_hf_windows, is_exact_gelu, renamed, \
     rule_problems, shape_of, stack_problems, table_keys, window_problems
-from .longformer_heads import HEAD_MODULES, HeadRef, head_config, head_layout, model_heads
 
 logger = logging.getLogger(__name__)
+
+
+class HeadRef(NamedTuple):
+    kind: str
+    name: str
+
+
+HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}  # kind -> ModuleDict
+
+
+@dataclass(frozen=True)
+class HeadTask:
+    task: str
+    name_field: str
+    token_dict: str
+    label_dict: Optional[str] = None
+
+    @property
+    def default_name(self) -> str:
+        from fairseq.tasks import TASK_DATACLASS_REGISTRY
+        return {f.name: f.default for f in fields(TASK_DATACLASS_REGISTRY[self.task])}[self.name_field]
+
+    def flags(self, name: str) -> List[str]:  # the criterion has the task's name
+        return ["--task", self.task, "--criterion", self.task, "--" + self.name_field.replace("_", "-"), name]
+
+
+HEAD_TASKS = {"classification": HeadTask("longformer_classification", "classification_head_name", "input0/dict.txt",
+                                          "label/dict.txt"),
+              "span": HeadTask("longformer_qa", "span_head_name", "dict.txt")}
+MLM_TOKEN_DICT = "dict.txt"  # longformer_mlm reads DATA/dict.txt
+HOTPOTQA_HEAD = ("a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting paragraphs "
+                 "and sentences)")
+NO_HF_CLASS = {  # a tensor only that head holds -> what it is (span heads told apart by their layers' names)
+    "question_type.out_proj.weight": HOTPOTQA_HEAD,
+    "question_type.weight": HOTPOTQA_HEAD,  # checkpoints from before its type head had two layers
+    "candidate_score.weight": "a WikiHop candidate head (task longformer_wikihop: one logit per [ent] token)",
+    "mention_ffnn.0.weight": "a coreference head (task longformer_coref: the coarse-to-fine span and antecedent "
+                             "scorer)",
+}
+
+
+def model_heads(model) -> List[HeadRef]:
+    return [HeadRef(kind, name) for kind, attr in HEAD_MODULES.items() for name in getattr(model, attr, {})]
+
+
+def choose_head(heads: Sequence[HeadRef], name: Optional[str], where: str) -> Optional[HeadRef]:
+    """The head to export: the one named, else the only one, else None (a masked LM)."""
+    listing = ", ".join(f"{h.name!r} ({h.kind})" for h in heads) or "none"
+    if name is None:
+        if len(heads) > 1:
+            raise ValueError(f"{where} has {len(heads)} heads ({listing}) and a Hugging Face model carries "
+                             "one: choose it with --head-name NAME")
+        return heads[0] if heads else None
+    named = [h for h in heads if h.name == name]
+    if len(named) != 1:
+        raise ValueError(f"--head-name {name!r}: {where} has {'several heads' if named else 'no head'} of that "
+                         f"name; its heads: {listing}")
+    return named[0]
+
+
+def refuse_heads_without_hf_class(head: Optional[HeadRef], tensor_names) -> None:
+    """ValueError (one line) when ``head``, holding ``tensor_names``, is a head no transformers class computes."""
+    for name, what in NO_HF_CLASS.items() if head is not None and head.kind == "span" else ():
+        if name in tensor_names:
+            raise ValueError(f"head {head.name!r} is {what}, which no transformers class computes: nothing written; "
+                             "export the encoder alone with --encoder-only (LongformerForMaskedLM, whose encoder "
+                             "LongformerModel.from_pretrained loads)")
+
+
+def head_module(model, head: HeadRef) -> nn.Module:
+    return getattr(model, HEAD_MODULES[head.kind])[head.name]
+
+
+def register_head(model, head: HeadRef, outputs: int, inner_dim: Optional[int] = None) -> None:
+    """Add ``head`` with fresh weights through the model's own registration (as the tasks do)."""
+    if head.kind == "classification":
+        model.register_classification_head(head.name, num_classes=outputs, inner_dim=inner_dim)
+    else:
+        model.register_span_head(head.name)  # always C -> 2
+
 
 # The key table: fairseq module, HF module, weight shape, bias shape (None: no such tensor), when it
 # applies ("global": HF Longformer only; "lm": the LM head; "untied": its own output projection).
@@ -108,8 +188,8 @@ class ExportLayout:
     warnings: List[str] = field(default_factory=list)
 
     def hf_config(self, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
-        """The LongformerConfig fields (``labels``: a classification head's class names)."""
-        return {
+        """The LongformerConfig fields (``labels``: a classification head's class names, else LABEL_k)."""
+        config = {
             "architectures": [HF_ARCHITECTURES[self.head and self.head.kind]], "vocab_size": self.vocab,
             "hidden_size": self.hidden, "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
             "intermediate_size": self.ffn, "hidden_act": "gelu", "hidden_dropout_prob": self.dropout,
@@ -118,9 +198,16 @@ class ExportLayout:
             "initializer_range": 0.02, "layer_norm_eps": self.layer_norm_eps, "pad_token_id": dictionary.pad(),
             "bos_token_id": dictionary.bos(), "eos_token_id": dictionary.eos(),
             "sep_token_id": dictionary.eos(),  # RoBERTa separates segments with </s>
-            "attention_window": [2 * w for w in self.windows], "tie_word_embeddings": self.tied,
-            **head_config(self.head, self.outputs, labels),
-        }
+            "attention_window": [2 * w for w in self.windows], "tie_word_embeddings": self.tied}
+        if self.head is None or self.head.kind == "span":
+            return {**config, **({"num_labels": self.outputs} if self.head else {})}
+        names = list(labels) if labels is not None else [f"LABEL_{k}" for k in range(self.outputs)]
+        if len(names) != self.outputs:
+            raise ValueError(f"the label dictionary has {len(names)} labels but classification head "
+                             f"{self.head.name!r} has {self.outputs} outputs: pass the label/dict.txt the model was "
+                             "trained with (--label-dict)")
+        return {**config, "id2label": dict(enumerate(names)), "label2id": {n: k for k, n in enumerate(names)},
+                "problem_type": "single_label_classification"}
 
     def hf_state(self, state: Mapping[str, Tensor]) -> Dict[str, Tensor]:
         """fairseq state dict -> model.safetensors' tensors (not: versions, other heads, a head export's LM head)."""
@@ -131,7 +218,8 @@ class ExportLayout:
         if self.tied and self.head is None:
             assert torch.equal(state[FAIRSEQ_TIED_HEAD], state[FAIRSEQ_TOKENS]), "tied LM head differs from embeddings"
             state.pop(FAIRSEQ_TIED_HEAD)
-        out = renamed(state, {fs: hf for fs, (hf, _) in mapping.items()}, "fairseq state dict does not match the key map")
+        out = renamed(state, {fs: hf for fs, (hf, _) in mapping.items()},
+                      "fairseq state dict does not match the key map")
         out = {hf: value.detach().to("cpu", torch.float32).contiguous().clone() for hf, value in out.items()}
         out[HF_TOKEN_TYPE.format(base="longformer")] = torch.zeros(1, self.hidden)  # adds nothing to any embedding
         if self.head is None:  # HF's alias of lm_head.bias: written so every HF version finds it
@@ -223,8 +311,24 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
         problems.append("--quant-noise-pq: quantization noise has no HF equivalent")
     lm_head, hidden = model.encoder.lm_head, encoder.embed_tokens.weight.shape[1]
     dropout = float(layers[0].dropout_module.p)
-    outputs, head_problems, head_warnings = (0, [], []) if head is None else head_layout(model, head, hidden, dropout)
-    problems += head_problems
+    outputs, head_warnings, module = 0, [], head_module(model, head) if head is not None else None
+    if head is not None and head.kind != "classification":  # a span head is exactly HF's qa_outputs
+        outputs = module.qa_outputs.out_features
+    elif head is not None:
+        outputs = module.out_proj.out_features
+        if module.dense.out_features != hidden:
+            problems.append(f"classification head {head.name!r}: inner dimension {module.dense.out_features}; HF's "
+                            f"classifier.dense is hidden x hidden ({hidden})")
+        if module.activation_fn is not torch.tanh:
+            problems.append(f"--pooler-activation-fn: classification head {head.name!r} uses "
+                            f"{getattr(module.activation_fn, '__name__', module.activation_fn)}; HF's classifier "
+                            "hard-codes tanh")
+        if hasattr(module.out_proj, "weight_orig"):
+            problems.append("--spectral-norm-classification-head: HF's classifier.out_proj is a plain Linear")
+        if module.dropout.p != dropout:
+            head_warnings.append(f"--pooler-dropout {module.dropout.p} is not exported: HF's classifier applies "
+                                 f"hidden_dropout_prob ({dropout}) (training only; outputs in eval mode are "
+                                 "unaffected)")
     if head is None and not is_exact_gelu(lm_head.activation_fn):
         problems.append(f"--activation-fn: the LM head uses {getattr(lm_head.activation_fn, '__name__', '?')}; "
                         "HF's Longformer LM head hard-codes exact GELU")
