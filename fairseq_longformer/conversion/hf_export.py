@@ -17,7 +17,7 @@ from .families.longformer import HEAD_MODULES, HEAD_TASKS, HF_DECODER_WEIGHT, HF
     WEIGHTS_NAME, HeadRef, choose_head, head_module, inspect_model, model_heads, refuse_heads_without_hf_class, \
     register_head
 from .rules import DICT_COPY, hf_libraries, load_into_hf
-from .tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
+from .tokenizer import TokenizerFiles, build_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,9 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
             symbols, counts = symbols[:-1], counts[:-1]
         (tmp / DICT_COPY).write_text("".join(f"{s} {int(c)}\n" for s, c in zip(symbols, counts)), encoding="utf-8")
         if hf_tokenizer is not None:
-            save_tokenizer(tmp, hf_tokenizer, extra_files)
+            hf_tokenizer.save_pretrained(str(tmp))
+        for name, text in extra_files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
     out_dir = Path(out_dir).absolute()
     logger.info(f"exported {what} (one-sided windows -> HF attention_window {config['attention_window']}) as "
                 f"{config['architectures'][0]} to {out_dir}")
@@ -78,12 +80,6 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
         safetensors.torch.save_file(tensors, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
     return _write_folder(out_dir, overwrite, write_model, dictionary, config, f"{layout.num_layers} layers", tokenizer,
                          layout.position_rows - layout.padding_idx - 1, layout.warnings)
-
-
-def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:
-    check_output_dir(out_dir, overwrite)
-    if tokenizer is not None:
-        tokenizer.kind  # noqa: B018  (validates the tokenizer flags before the slow load)
 
 
 def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
@@ -187,7 +183,8 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
 def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                overwrite: bool = False) -> ExportResult:
     """An LED checkpoint (+ its dict.txt) -> a Hugging Face LEDForConditionalGeneration folder."""
-    _check_before_reading(out_dir, overwrite, tokenizer)
+    check_output_dir(out_dir, overwrite)
+    (tokenizer or TokenizerFiles()).kind  # noqa: B018  (validates the tokenizer flags before the slow load)
     return export_led_model(*load_led(checkpoint, dict_path), out_dir, tokenizer, overwrite)
 
 
@@ -195,7 +192,8 @@ def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[T
                       overwrite: bool = False, head_name: Optional[str] = None,
                       label_dict_path=None, encoder_only: bool = False) -> ExportResult:
     """``longformer-export-hf``: the class chosen by the checkpoint's family (``encoder_only``: no task head)."""
-    _check_before_reading(out_dir, overwrite, tokenizer)
+    check_output_dir(out_dir, overwrite)
+    (tokenizer or TokenizerFiles()).kind  # noqa: B018  (validates the tokenizer flags before the slow load)
     path = fairseq_checkpoint.checkpoint_file(checkpoint)
     state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once
     if str(getattr(state["cfg"].model, "arch", "")).startswith("led"):

@@ -47,12 +47,12 @@ def _special_tokens(dictionary) -> Dict[str, Optional[str]]:
             "mask_token": "<mask>" if "<mask>" in dictionary.indices else None}
 
 
-def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_length: int):
+def gpt2_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
     """A RobertaTokenizer mapping each GPT-2 BPE token to its fairseq id (dict.txt lists GPT-2 ids as decimals)."""
     from transformers import RobertaTokenizer
-    encoder: Dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+    encoder: Dict[str, int] = json.loads(Path(files.gpt2_encoder_json).read_text(encoding="utf-8"))
     # exactly what fairseq's gpt2_bpe_utils.get_encoder reads: a version line, then merges
-    merges = [tuple(line.split()) for line in Path(vocab_bpe).read_text(encoding="utf-8").split("\n")[1:-1]]
+    merges = [tuple(line.split()) for line in Path(files.gpt2_vocab_bpe).read_text(encoding="utf-8").split("\n")[1:-1]]
     specials = _special_tokens(dictionary)
     vocab: Dict[str, int] = {token: dictionary.index(token) for token in map(specials.get, OWN_ID_ROLES) if token}
     absent = []
@@ -76,19 +76,21 @@ def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_leng
                        f"pieces than in fairseq (e.g. {absent[:5]})")
     tokenizer = RobertaTokenizer(vocab=vocab, merges=kept, add_prefix_space=False,
                                  model_max_length=model_max_length, **specials)
-    return tokenizer, {"vocab.json": vocab, "merges.txt": kept}
+    # written over save_pretrained's: the files transformers 4.x's slow GPT-2 tokenizer reads
+    return tokenizer, {"vocab.json": json.dumps(vocab, ensure_ascii=False),
+                       "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in kept)}
 
 
 _SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE = 1, 4, 6  # sentencepiece's piece types
 
 
-def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
+def sentencepiece_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
     """A Unigram tokenizer over the sentencepiece pieces in the dictionary's order (entry k = symbol k)."""
     from google.protobuf.message import DecodeError
     from sentencepiece import sentencepiece_model_pb2
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
-    proto = sentencepiece_model_pb2.ModelProto()
+    proto, model_path = sentencepiece_model_pb2.ModelProto(), files.sentencepiece_model
     try:
         proto.ParseFromString(Path(model_path).read_bytes())
     except DecodeError as error:
@@ -141,9 +143,10 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **specials), {}
 
 
-def carried_tokenizer(folder: str, dictionary, model_max_length: int):
-    """The transformers tokenizer in ``folder``, checked to give the dictionary's ids (count, specials)."""
+def carried_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
+    """The transformers tokenizer in ``files.hf_folder``, checked to give the dictionary's ids (count, specials)."""
     from transformers import AutoTokenizer
+    folder = files.hf_folder
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, model_max_length=model_max_length)
     except (OSError, ValueError) as error:
@@ -162,23 +165,11 @@ def carried_tokenizer(folder: str, dictionary, model_max_length: int):
 
 
 def build_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
-    """(transformers tokenizer, extra files to write) for ``files``; None when no tokenizer given."""
-    builders = {"gpt2": lambda: gpt2_tokenizer(files.gpt2_encoder_json, files.gpt2_vocab_bpe, dictionary, model_max_length),
-                "sentencepiece": lambda: sentencepiece_tokenizer(files.sentencepiece_model, dictionary, model_max_length),
-                "hf": lambda: carried_tokenizer(files.hf_folder, dictionary, model_max_length)}
+    """(transformers tokenizer, {file name: text} to write after it) for ``files``; (None, {}) for no tokenizer."""
+    kind = files.kind
     try:
-        if files.kind is not None:
-            return builders[files.kind]()
+        builder = {"gpt2": gpt2_tokenizer, "sentencepiece": sentencepiece_tokenizer, "hf": carried_tokenizer}.get(kind)
+        return builder(files, dictionary, model_max_length) if builder else (None, {})
     except ImportError as error:
         raise ImportError(f"exporting a tokenizer needs transformers and tokenizers "
                           f"(pip install 'fairseq-longformer[hf]'): {error}") from error
-    return None, {}
-
-
-def save_tokenizer(folder, tokenizer, extra_files: Dict[str, object]) -> None:
-    """``tokenizer`` into ``folder``, with the vocab.json / merges.txt transformers 4.x's slow GPT-2 tokenizer reads."""
-    tokenizer.save_pretrained(str(folder))
-    if "vocab.json" in extra_files:
-        Path(folder, "vocab.json").write_text(json.dumps(extra_files["vocab.json"], ensure_ascii=False), "utf-8")
-        Path(folder, "merges.txt").write_text(
-            "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in extra_files["merges.txt"]), encoding="utf-8")

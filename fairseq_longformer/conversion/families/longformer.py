@@ -9,18 +9,83 @@ import torch
 from torch import Tensor, nn
 
 from ...models.global_projections import add_missing_global_projections
-from ..rules import QKV, UNCHECKED, check_shapes, extend_positions, from_hf_windows, is_exact_gelu, renamed, \
-    rule_problems, shape_of, stack_problems, table_keys, window_problems
+from ..rules import QKV, UNCHECKED, check_shapes, extend_positions, is_exact_gelu, renamed, rule_problems, \
+    stack_problems, table_keys, window_problems
 
 logger = logging.getLogger(__name__)
+HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}  # kind -> ModuleDict
+# The key table: fairseq module, HF module, weight shape, bias shape (None: no such tensor), when it
+# applies ("global": HF Longformer only; "lm": the LM head; "untied": its own output projection).
+FS_ENCODER = "encoder.sentence_encoder."
+FS_LAYER = FS_ENCODER + "layers.{i}."
+HF_LAYER = "{base}.encoder.layer.{i}."
+_CC, _FC, _CF, _C, _F = ("C", "C"), ("F", "C"), ("C", "F"), ("C",), ("F",)
+MODULE_TABLE = (
+    (FS_ENCODER + "embed_tokens", "{base}.embeddings.word_embeddings", ("V", "C"), None, "all"),
+    (FS_ENCODER + "embed_positions", "{base}.embeddings.position_embeddings", ("P", "C"), None, "all"),
+    (FS_ENCODER + "layernorm_embedding", "{base}.embeddings.LayerNorm", _C, _C, "all"),
+    *((FS_LAYER + f"self_attn.{fs}{kind}_proj", HF_LAYER + f"attention.self.{hf}{kind}", _CC, _C, when)
+      for kind, when in (("", "all"), ("_global", "global")) for fs, hf in QKV),
+    (FS_LAYER + "self_attn.out_proj", HF_LAYER + "attention.output.dense", _CC, _C, "all"),
+    (FS_LAYER + "self_attn_layer_norm", HF_LAYER + "attention.output.LayerNorm", _C, _C, "all"),
+    (FS_LAYER + "fc1", HF_LAYER + "intermediate.dense", _FC, _F, "all"),
+    (FS_LAYER + "fc2", HF_LAYER + "output.dense", _CF, _C, "all"),
+    (FS_LAYER + "final_layer_norm", HF_LAYER + "output.LayerNorm", _C, _C, "all"),
+    ("encoder.lm_head.dense", "lm_head.dense", _CC, _C, "lm"),
+    ("encoder.lm_head.layer_norm", "lm_head.layer_norm", _C, _C, "lm"),
+    ("encoder.lm_head", "lm_head", None, ("V",), "lm"),
+    ("encoder.lm_head", "lm_head.decoder", ("V", "C"), None, "untied"),
+)
+HEAD_TABLE = (  # as MODULE_TABLE, the head kind first ({name}: the head's name)
+    ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
+    ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
+    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)),
+)
+# HF tensors with no fairseq counterpart
+HF_TOKEN_TYPE = "{base}.embeddings.token_type_embeddings.weight"
+HF_DECODER_BIAS = "lm_head.decoder.bias"  # HF's alias of lm_head.bias
+HF_DECODER_WEIGHT = "lm_head.decoder.weight"
+HF_IGNORED_BUFFERS = ("{base}.embeddings.position_ids", "{base}.embeddings.token_type_ids")
+FAIRSEQ_TIED_HEAD = "encoder.lm_head.weight"
+FAIRSEQ_TOKENS = FS_ENCODER + "embed_tokens.weight"
+FAIRSEQ_POSITIONS = FS_ENCODER + "embed_positions.weight"
+HF_ARCHITECTURES = {None: "LongformerForMaskedLM", "classification": "LongformerForSequenceClassification",
+                    "span": "LongformerForQuestionAnswering"}
+HF_HEAD_PREFIXES = {None: "lm_head.", "classification": "classifier.", "span": "qa_outputs."}
+HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # source family -> base-model prefix
+# RoBERTa's family: RoBERTa's modules under "roberta." (XLM-R, CamemBERT: fairseq-trained RoBERTas
+# with a sentencepiece vocabulary). Not BERT: positions without fairseq's offset, segment embeddings,
+# [CLS]/[SEP] ids and layer-norm eps 1e-12 have no counterpart in fairseq's Longformer.
+ROBERTA_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert")
+ROBERTA_SHAPED = tuple(f"{prefix}For{head}" for prefix in ("Roberta", "XLMRoberta", "Camembert")
+                       for head in ("MaskedLM", "SequenceClassification", "QuestionAnswering"))
+FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
+WEIGHTS_NAME = "model.safetensors"
+# config.json entry -> the HF tensor and dimension holding the same number (checked before sizing anything)
+HF_SIZES = {
+    "vocab_size": ("{base}.embeddings.word_embeddings.weight", 0),
+    "hidden_size": ("{base}.embeddings.word_embeddings.weight", 1),
+    "max_position_embeddings": ("{base}.embeddings.position_embeddings.weight", 0),
+    "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0),
+}
+HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
+FAIRSEQ_IDS = (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))  # fixed by fairseq's Dictionary
+CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries config.json has are checked
+    ("hidden_act", UNCHECKED, lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only"),
+    ("layer_norm_eps", UNCHECKED, lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
+     f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)"),
+    ("position_embedding_type", UNCHECKED, lambda v: v in (None, "absolute"),
+     "only absolute (learned) positions have a fairseq counterpart"),
+    ("is_decoder", UNCHECKED, lambda v: not v, "a decoder (causal) model is not a masked LM encoder"),
+    ("add_cross_attention", UNCHECKED, lambda v: not v, "cross-attention has no counterpart in the encoder"),
+    ("problem_type", UNCHECKED, lambda v: v in (None, "single_label_classification"),
+     "fairseq's longformer_classification trains single-label cross-entropy"),
+)
 
 
 class HeadRef(NamedTuple):
     kind: str
     name: str
-
-
-HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}  # kind -> ModuleDict
 
 
 @dataclass(frozen=True)
@@ -92,55 +157,6 @@ def register_head(model, head: HeadRef, outputs: int, inner_dim: Optional[int] =
         model.register_classification_head(head.name, num_classes=outputs, inner_dim=inner_dim)
     else:
         model.register_span_head(head.name)  # always C -> 2
-
-
-# The key table: fairseq module, HF module, weight shape, bias shape (None: no such tensor), when it
-# applies ("global": HF Longformer only; "lm": the LM head; "untied": its own output projection).
-FS_ENCODER = "encoder.sentence_encoder."
-FS_LAYER = FS_ENCODER + "layers.{i}."
-HF_LAYER = "{base}.encoder.layer.{i}."
-_CC, _FC, _CF, _C, _F = ("C", "C"), ("F", "C"), ("C", "F"), ("C",), ("F",)
-MODULE_TABLE = (
-    (FS_ENCODER + "embed_tokens", "{base}.embeddings.word_embeddings", ("V", "C"), None, "all"),
-    (FS_ENCODER + "embed_positions", "{base}.embeddings.position_embeddings", ("P", "C"), None, "all"),
-    (FS_ENCODER + "layernorm_embedding", "{base}.embeddings.LayerNorm", _C, _C, "all"),
-    *((FS_LAYER + f"self_attn.{fs}{kind}_proj", HF_LAYER + f"attention.self.{hf}{kind}", _CC, _C, when)
-      for kind, when in (("", "all"), ("_global", "global")) for fs, hf in QKV),
-    (FS_LAYER + "self_attn.out_proj", HF_LAYER + "attention.output.dense", _CC, _C, "all"),
-    (FS_LAYER + "self_attn_layer_norm", HF_LAYER + "attention.output.LayerNorm", _C, _C, "all"),
-    (FS_LAYER + "fc1", HF_LAYER + "intermediate.dense", _FC, _F, "all"),
-    (FS_LAYER + "fc2", HF_LAYER + "output.dense", _CF, _C, "all"),
-    (FS_LAYER + "final_layer_norm", HF_LAYER + "output.LayerNorm", _C, _C, "all"),
-    ("encoder.lm_head.dense", "lm_head.dense", _CC, _C, "lm"),
-    ("encoder.lm_head.layer_norm", "lm_head.layer_norm", _C, _C, "lm"),
-    ("encoder.lm_head", "lm_head", None, ("V",), "lm"),
-    ("encoder.lm_head", "lm_head.decoder", ("V", "C"), None, "untied"),
-)
-HEAD_TABLE = (  # as MODULE_TABLE, the head kind first ({name}: the head's name)
-    ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
-    ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
-    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)),
-)
-# HF tensors with no fairseq counterpart
-HF_TOKEN_TYPE = "{base}.embeddings.token_type_embeddings.weight"
-HF_DECODER_BIAS = "lm_head.decoder.bias"  # HF's alias of lm_head.bias
-HF_DECODER_WEIGHT = "lm_head.decoder.weight"
-HF_IGNORED_BUFFERS = ("{base}.embeddings.position_ids", "{base}.embeddings.token_type_ids")
-FAIRSEQ_TIED_HEAD = "encoder.lm_head.weight"
-FAIRSEQ_TOKENS = FS_ENCODER + "embed_tokens.weight"
-FAIRSEQ_POSITIONS = FS_ENCODER + "embed_positions.weight"
-HF_ARCHITECTURES = {None: "LongformerForMaskedLM", "classification": "LongformerForSequenceClassification",
-                    "span": "LongformerForQuestionAnswering"}
-HF_HEAD_PREFIXES = {None: "lm_head.", "classification": "classifier.", "span": "qa_outputs."}
-HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # source family -> base-model prefix
-# RoBERTa's family: RoBERTa's modules under "roberta." (XLM-R, CamemBERT: fairseq-trained RoBERTas
-# with a sentencepiece vocabulary). Not BERT: positions without fairseq's offset, segment embeddings,
-# [CLS]/[SEP] ids and layer-norm eps 1e-12 have no counterpart in fairseq's Longformer.
-ROBERTA_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert")
-ROBERTA_SHAPED = tuple(f"{prefix}For{head}" for prefix in ("Roberta", "XLMRoberta", "Camembert")
-                       for head in ("MaskedLM", "SequenceClassification", "QuestionAnswering"))
-FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
-WEIGHTS_NAME = "model.safetensors"
 
 
 def source_family(config: Mapping) -> Optional[str]:
@@ -225,7 +241,7 @@ class ExportLayout:
         if self.head is None:  # HF's alias of lm_head.bias: written so every HF version finds it
             out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
         dims = {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows, "L": self.outputs}
-        check_shapes(out, {**{hf: shape_of(spec, dims) for hf, spec in mapping.values()},
+        check_shapes(out, {**{hf: tuple(dims[d] for d in spec) for hf, spec in mapping.values()},
                            HF_TOKEN_TYPE.format(base="longformer"): (1, self.hidden),
                            **({HF_DECODER_BIAS: (self.vocab,)} if self.head is None else {})}, "exported tensors")
         return out
@@ -252,28 +268,6 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], forward: Mapping, token_typ
     return new
 
 
-# config.json entry -> the HF tensor and dimension holding the same number (checked before sizing anything)
-HF_SIZES = {
-    "vocab_size": ("{base}.embeddings.word_embeddings.weight", 0),
-    "hidden_size": ("{base}.embeddings.word_embeddings.weight", 1),
-    "max_position_embeddings": ("{base}.embeddings.position_embeddings.weight", 0),
-    "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0),
-}
-HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
-FAIRSEQ_IDS = (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))  # fixed by fairseq's Dictionary
-CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries config.json has are checked
-    ("hidden_act", UNCHECKED, lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only"),
-    ("layer_norm_eps", UNCHECKED, lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
-     f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)"),
-    ("position_embedding_type", UNCHECKED, lambda v: v in (None, "absolute"),
-     "only absolute (learned) positions have a fairseq counterpart"),
-    ("is_decoder", UNCHECKED, lambda v: not v, "a decoder (causal) model is not a masked LM encoder"),
-    ("add_cross_attention", UNCHECKED, lambda v: not v, "cross-attention has no counterpart in the encoder"),
-    ("problem_type", UNCHECKED, lambda v: v in (None, "single_label_classification"),
-     "fairseq's longformer_classification trains single-label cross-entropy"),
-)
-
-
 def config_problems(config: Mapping) -> List[str]:
     """What in a HF config.json fairseq's Longformer cannot take, one line each (no size is read)."""
     # CamemBERT's bos 5, eos 6: fairseq's 0 and 2 kept as <s>NOTUSED, </s>NOTUSED (checked on import)
@@ -281,18 +275,6 @@ def config_problems(config: Mapping) -> List[str]:
     return rule_problems(config, CONFIG_RULES + tuple(
         (name, UNCHECKED, lambda v, i=i: v is None or v == i, f"fairseq's Dictionary fixes this id to {i}")
         for name, i in ids))
-
-
-def size_problems(config: Mapping, model_type: str) -> List[str]:
-    """Sizes (checked against the tensors) fairseq's Longformer cannot take: heads, windows."""
-    problems: List[str] = []
-    heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
-    if heads < 1 or hidden % heads:
-        problems.append(f"num_attention_heads = {heads} does not divide hidden_size {hidden}")
-    if model_type == "longformer":
-        problem = from_hf_windows(config.get("attention_window"), int(config["num_hidden_layers"]))[1]
-        problems += [problem] if problem else []
-    return problems
 
 
 def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLayout:
