@@ -133,8 +133,7 @@ def fresh_training_state(extra: Optional[Dict[str, object]] = None,
     return {"optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
                                    "lr_scheduler_state": {"best": None}, "num_updates": 0}],
             "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True, "version": 2},
-                            "previous_training_time": 0.0, **(extra or {})},
-            "last_optimizer_state": None}
+                            "previous_training_time": 0.0, **(extra or {})}, "last_optimizer_state": None}
 
 
 @dataclass

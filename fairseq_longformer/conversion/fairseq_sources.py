@@ -53,8 +53,7 @@ class LEDConversionResult(ConvertedCheckpoint):
 
 @dataclass(frozen=True)
 class SourceFamily:
-    """``stacks``: (name, key prefix, layer modules), the encoder first, each with its embed_tokens and
-    embed_positions (learned, with fairseq's 2 reserved rows)."""
+    """``stacks``: (name, key prefix, layer modules), encoder first; each has embed_tokens and learned positions."""
     kind: str
     target: str
     task: str  # the source's task, which appends <mask>
@@ -246,13 +245,6 @@ def read_roberta(model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
     return out, "old" if has_old else "new"
 
 
-def spelled_roberta(key: str, layout: str) -> str:
-    if layout == "old":
-        key = "decoder." + key[len("encoder."):] if key.startswith("encoder.") else key
-        key = key.replace(".layernorm_embedding.", ".emb_layer_norm.")
-    return key
-
-
 def rewrite_longformer_config(args, cfg, windows, max_positions: int) -> None:
     """Task longformer_mlm on blocks of ``max_positions``; the dropouts stay RoBERTa's (as the paper's)."""
     task_name, pad_multiple = "longformer_mlm", batch_pad_multiple(windows, max_positions)
@@ -277,7 +269,9 @@ ROBERTA = SourceFamily(
     mask_optional=False,  # the masked_lm task always appends <mask>
     dropped_prefixes=("classification_heads.", "encoder.classification_heads."), archs={},
     default_arch="longformer_base", criterion="LongformerMLMLoss", tile_whole=False,
-    rewrite_config=rewrite_longformer_config, read=read_roberta, spelled=spelled_roberta,
+    rewrite_config=rewrite_longformer_config, read=read_roberta,
+    spelled=lambda key, layout: key if layout == "new" else re.sub(r"^encoder\.", "decoder.", key).replace(
+        ".layernorm_embedding.", ".emb_layer_norm."),  # a key as the 2019 layout spells it
 )
 
 

@@ -1,5 +1,4 @@
-"""``longformer-export-hf``: a fairseq checkpoint -> a HF folder (Longformer with its head, or LED), every
-check run on the built model before the folder is staged."""
+"""``longformer-export-hf``: a fairseq checkpoint -> a HF folder (Longformer with its head, or LED), checked first."""
 import logging
 import os
 import shutil
@@ -90,51 +89,6 @@ def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
     return found
 
 
-def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None,
-                            encoder_only: bool = False, state: Optional[dict] = None):
-    """(model, task, head) of a Longformer checkpoint holding exactly head ``head_name`` (else the only one);
-    the dictionaries: ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data."""
-    import fairseq_longformer  # noqa: F401  (registers the model and task)
-    from fairseq import checkpoint_utils
-    from fairseq.dataclass.utils import overwrite_args_by_name
-    checkpoint = fairseq_checkpoint.checkpoint_file(checkpoint)
-    state = state or fairseq_checkpoint.load_upgraded(checkpoint, "Longformer")
-    cfg = state["cfg"]
-    if encoder_only and head_name is not None:
-        raise ValueError("--encoder-only exports no head: leave out --head-name")
-    heads = dict.fromkeys(HeadRef(kind, key.split(".")[1]) for key in state["model"]
-                          for kind, attr in HEAD_MODULES.items() if key.startswith(attr + "."))
-    head = None if encoder_only else choose_head(list(heads), head_name, f"checkpoint {str(checkpoint)!r}")
-    # the head's tensors by name inside it, taken before fairseq's loader deletes heads its task lacks
-    prefix = f"{HEAD_MODULES[head.kind]}.{head.name}." if head is not None else "\0"
-    head_tensors = {key[len(prefix):]: value for key, value in state["model"].items() if key.startswith(prefix)}
-    refuse_heads_without_hf_class(head, head_tensors)
-    roots = [checkpoint.parent] + ([Path(str(cfg.task.data).split(os.pathsep)[0])] if cfg.task.get("data") else [])
-    token_dict, label_dict = next(((t.token_dict, t.label_dict) for t in HEAD_TASKS.values()
-                                   if t.task == cfg.task.get("_name")), (MLM_TOKEN_DICT, None))  # under its --data
-    files = {token_dict: _find("dictionary", "--dict", dict_path,
-                               [checkpoint.parent / "dict.txt"] + [root / token_dict for root in roots])}
-    if label_dict is not None:
-        files[label_dict] = _find("label dictionary", "--label-dict", label_dict_path,
-                                  [root / label_dict for root in roots])
-    elif label_dict_path is not None:
-        raise ValueError(f"--label-dict: the checkpoint's task {cfg.task.get('_name')!r} has no label dictionary")
-    with tempfile.TemporaryDirectory() as data:  # the task reads its dictionaries from DATA
-        for name, found in files.items():
-            os.makedirs(os.path.dirname(os.path.join(data, name)), exist_ok=True)
-            shutil.copyfile(found, os.path.join(data, name))
-        overwrite_args_by_name(cfg, {"data": data})
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
-    model = models[0].eval()
-    for attr in HEAD_MODULES.values():  # exactly ``head`` (fairseq's loader re-inits a head of another size)
-        getattr(model, attr, nn.ModuleDict()).clear()
-    if head is not None:  # a classification head sized by its tensors; a span head's always C -> 2
-        register_head(model, head, *((head_tensors["out_proj.weight"].shape[0], head_tensors["dense.weight"].shape[0])
-                                     if head.kind == "classification" else (2,)))
-        head_module(model, head).load_state_dict(head_tensors, strict=True)
-    return model, task, head
-
-
 def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
     """(built fairseq LED in eval mode, its dictionary) from a checkpoint (``state``: it, read already)."""
     import fairseq_longformer  # noqa: F401  (registers the model)
@@ -200,7 +154,44 @@ def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[T
         if head_name is not None or label_dict_path is not None or encoder_only:
             raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
         return export_led_model(*load_led(path, dict_path, state), out_dir, tokenizer, overwrite)
-    model, task, head = load_fairseq_checkpoint(path, dict_path, label_dict_path, head_name, encoder_only, state)
+    # a Longformer holding exactly head ``head_name`` (else the only one); the dictionaries: ``dict_path`` /
+    # ``label_dict_path``, else next to the checkpoint, else in its --data
+    import fairseq_longformer  # noqa: F401  (registers the model and task)
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.utils import overwrite_args_by_name
+    cfg = state["cfg"]
+    if encoder_only and head_name is not None:
+        raise ValueError("--encoder-only exports no head: leave out --head-name")
+    heads = dict.fromkeys(HeadRef(kind, key.split(".")[1]) for key in state["model"]
+                          for kind, attr in HEAD_MODULES.items() if key.startswith(attr + "."))
+    head = None if encoder_only else choose_head(list(heads), head_name, f"checkpoint {str(path)!r}")
+    # the head's tensors by name inside it, taken before fairseq's loader deletes heads its task lacks
+    prefix = f"{HEAD_MODULES[head.kind]}.{head.name}." if head is not None else "\0"
+    head_tensors = {key[len(prefix):]: value for key, value in state["model"].items() if key.startswith(prefix)}
+    refuse_heads_without_hf_class(head, head_tensors)
+    roots = [path.parent] + ([Path(str(cfg.task.data).split(os.pathsep)[0])] if cfg.task.get("data") else [])
+    token_dict, label_dict = next(((t.token_dict, t.label_dict) for t in HEAD_TASKS.values()
+                                   if t.task == cfg.task.get("_name")), (MLM_TOKEN_DICT, None))  # under its --data
+    files = {token_dict: _find("dictionary", "--dict", dict_path,
+                               [path.parent / "dict.txt"] + [root / token_dict for root in roots])}
+    if label_dict is not None:
+        files[label_dict] = _find("label dictionary", "--label-dict", label_dict_path,
+                                  [root / label_dict for root in roots])
+    elif label_dict_path is not None:
+        raise ValueError(f"--label-dict: the checkpoint's task {cfg.task.get('_name')!r} has no label dictionary")
+    with tempfile.TemporaryDirectory() as data:  # the task reads its dictionaries from DATA
+        for name, found in files.items():
+            os.makedirs(os.path.dirname(os.path.join(data, name)), exist_ok=True)
+            shutil.copyfile(found, os.path.join(data, name))
+        overwrite_args_by_name(cfg, {"data": data})
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], state=state)
+    model = models[0].eval()
+    for attr in HEAD_MODULES.values():  # exactly ``head`` (fairseq's loader re-inits a head of another size)
+        getattr(model, attr, nn.ModuleDict()).clear()
+    if head is not None:  # a classification head sized by its tensors; a span head's always C -> 2
+        register_head(model, head, *((head_tensors["out_proj.weight"].shape[0], head_tensors["dense.weight"].shape[0])
+                                     if head.kind == "classification" else (2,)))
+        head_module(model, head).load_state_dict(head_tensors, strict=True)
     own = head is not None and head.kind == "classification" and hasattr(task, "label_dictionary") and getattr(
         task.cfg, HEAD_TASKS["classification"].name_field, None) == head.name  # the head the labels describe
     return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite,

@@ -40,8 +40,7 @@ def read_hf_config(hf_dir) -> Dict[str, object]:
 
 
 def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
-    """Every tensor of the folder (``shapes_only``: its shape, nothing model-sized loaded); ValueError if damaged.
-    An index's shards are checked to lie inside ``hf_dir``."""
+    """Every tensor of the folder (``shapes_only``: its shape only); ValueError if damaged or a shard lies outside."""
     hf_dir = Path(hf_dir)
     for name, kind in (("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
                        ("pytorch_model.bin.index.json", "torch"), ("pytorch_model.bin", "torch")):

@@ -65,8 +65,7 @@ class FamilyRead:
 
 
 def _import(hf_dir, out_dir, overwrite: bool, read: Callable[..., FamilyRead]):
-    """``read(hf_dir, config, out_abs, scratch)``, then the model built, filled exactly and written with the
-    dictionaries and the tokenizer (hf_tokenizer/)."""
+    """``read(hf_dir, config, out_abs, scratch)``, then the model built, filled exactly and written with its files."""
     import fairseq_longformer  # noqa: F401  (registers the models, tasks and criteria)
     from fairseq.models import ARCH_MODEL_REGISTRY
     hf_libraries("import")  # config.json is read as transformers reads it

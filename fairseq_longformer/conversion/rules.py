@@ -1,5 +1,4 @@
-"""What every conversion shares: windows (ours one-sided w, HF's 2w), config rules, position tiling, key
-tables and the checked rename."""
+"""What every conversion shares: windows (one-sided w, HF's 2w), config rules, position tiling, key tables, renames."""
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch

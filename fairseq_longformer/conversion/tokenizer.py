@@ -1,5 +1,4 @@
-"""The tokenizer ``longformer-export-hf`` writes, HF id == fairseq id: from the GPT-2 BPE files or the
-sentencepiece model the data was made with, or a carried transformers tokenizer."""
+"""The tokenizer ``longformer-export-hf`` writes (HF id == fairseq id): GPT-2 BPE, sentencepiece, or carried."""
 import json
 import logging
 import os
@@ -109,8 +108,7 @@ def sentencepiece_tokenizer(files: TokenizerFiles, dictionary, model_max_length:
     specials = _special_tokens(dictionary)
     score = {p: s for p, s, t in pieces if t in (_SP_NORMAL, _SP_USER_DEFINED)}
     kinds = {p: t for p, _, t in pieces}
-    normal = [s for p, s, t in pieces if t == _SP_NORMAL]
-    lowest = min(normal) if normal else 0.0
+    lowest = min((s for p, s, t in pieces if t == _SP_NORMAL), default=0.0)
     vocab = [(symbol, score.get(symbol, lowest)) for symbol in dictionary.symbols]
     for token in filter(None, map(specials.get, OWN_ID_ROLES)):  # the specials with an id of their own
         vocab[dictionary.index(token)] = (token, 0.0)
@@ -120,9 +118,7 @@ def sentencepiece_tokenizer(files: TokenizerFiles, dictionary, model_max_length:
                        f"the exported tokenizer cannot produce them and segments around them (e.g. {absent[:5]})")
     byte_fallback = trainer.byte_fallback and any(kinds.get(p) == _SP_BYTE for p in dictionary.symbols)
     tok = Tokenizer(models.Unigram(vocab, unk_id=dictionary.unk(), byte_fallback=byte_fallback))
-    steps = []
-    if normalizer.precompiled_charsmap:
-        steps.append(normalizers.Precompiled(normalizer.precompiled_charsmap))
+    steps = [normalizers.Precompiled(normalizer.precompiled_charsmap)] if normalizer.precompiled_charsmap else []
     if normalizer.remove_extra_whitespaces:
         steps += [normalizers.Strip(left=True, right=True), normalizers.Replace(Regex(" {2,}"), " ")]
     if steps:
