@@ -50,6 +50,11 @@ class LEDConversionResult(ConvertedCheckpoint):
         return self.model_flags() + ["--task", "translation", "--criterion", "label_smoothed_cross_entropy",
                                      "--restore-file", str(self.checkpoint)]
 
+    def generate_flags(self) -> List[str]:  # batch multiple 1: stock fairseq-generate drops a short last batch
+        return ["--task", "translation", "--path", str(self.checkpoint), "--required-batch-size-multiple", "1",
+                "--max-source-positions", str(self.max_positions),
+                "--max-target-positions", str(self.decoder_positions)]
+
 
 @dataclass(frozen=True)
 class SourceFamily:
@@ -306,7 +311,5 @@ def convert_bart_checkpoint(source, out_dir, max_positions: int = DEFAULT_MAX_PO
 
 
 def generate_command(result: LEDConversionResult) -> str:
-    return "fairseq-generate DATA " + shlex.join([  # batch multiple 1: stock fairseq-generate drops a short last batch
-        "--user-dir", str(Path(__file__).resolve().parent.parent), "--task", "translation", "--path",
-        str(result.checkpoint), "--required-batch-size-multiple", "1", "--max-source-positions",
-        str(result.max_positions), "--max-target-positions", str(result.decoder_positions)])
+    plugin = Path(__file__).resolve().parent.parent
+    return "fairseq-generate DATA " + shlex.join(["--user-dir", str(plugin)] + result.generate_flags())
