@@ -288,8 +288,7 @@ BART = SourceFamily(
     archs={"bart_large": "led_large", "mbart_large": "led_large"}, default_arch="led_base", criterion=LED_CRITERION,
     tile_whole=True, refused=(
         (".sentence_encoder.", "is a RoBERTa (encoder-only) checkpoint: convert it with longformer-convert-roberta"),
-        ("_global_proj.", "already has global projections: it is a Longformer/LED checkpoint, not a BART one")),
-)
+        ("_global_proj.", "already has global projections: it is a Longformer/LED checkpoint, not a BART one")))
 DEFAULT_MAX_POSITIONS = 16384
 DEFAULT_WINDOW = "512"
 

@@ -55,7 +55,7 @@ def to_hf_masked_lm(model, dictionary):
     """A built fairseq Longformer masked LM as the in-memory ``LongformerForMaskedLM`` ``export_model`` writes."""
     transformers = hf_libraries("export")
     layout = inspect_model(model, dictionary)
-    hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**layout.hf_config(dictionary)))
+    hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**layout.hf_config()))
     # tied, the decoder weight is the word embeddings' parameter; the id buffers are HF's own
     owned = {k.format(base="longformer") for k in HF_IGNORED_BUFFERS} | ({HF_DECODER_WEIGHT} if layout.tied else set())
     load_into_hf(hf_model, layout.hf_state(model.state_dict()), owned, "LongformerForMaskedLM")
@@ -69,7 +69,7 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
     head = choose_head(model_heads(model), head_name, "the model")
     refuse_heads_without_hf_class(head, head_module(model, head).state_dict() if head is not None else {})
     layout = inspect_model(model, dictionary, head)
-    config = layout.hf_config(dictionary, labels)
+    config = layout.hf_config(labels)
     tensors = layout.hf_state(model.state_dict())
     hf_config = transformers.LongformerConfig(**config)
 
@@ -118,7 +118,7 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
     if len(dictionary) != layout.vocab:
         raise ValueError(f"the dictionary has {len(dictionary)} symbols, the model's embeddings {layout.vocab} rows: "
                          "pass the dict.txt the model was trained with")
-    config = layout.hf_config(dictionary)
+    config = layout.hf_config()
     state = model.state_dict()
     hf_model = transformers.LEDForConditionalGeneration(transformers.LEDConfig(**config))
     load_into_hf(hf_model, led_family.fairseq_to_hf_state(state, layout),

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from longformer_common.atomic import check_output_dir
 from .families import led as led_family
-from .families.longformer import HEAD_TASKS, HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, \
+from .families.longformer import HEAD_TASKS, HF_BASE, HF_CONFIG, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, \
     HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, MLM_TOKEN_DICT, ROBERTA_SHAPED, HeadRef, \
     config_problems, hf_to_fairseq_state, key_map, register_head, source_family
 from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state, write_checkpoint_folder
@@ -153,9 +153,7 @@ def _read_longformer(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path
     if problems:
         raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
     warnings: List[str] = []
-    layers, heads, hidden, ffn, vocab, source_rows = (int(config[name]) for name in (
-        "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "vocab_size",
-        "max_position_embeddings"))
+    layers, heads, hidden, ffn, vocab, source_rows = (int(config[HF_CONFIG[name]]) for name in list(HF_CONFIG)[:6])
     tied = bool(config.get("tie_word_embeddings", True))
     if is_longformer and attention_window is not None:
         raise ValueError("--attention-window applies to RoBERTa folders only: a Longformer keeps the window "

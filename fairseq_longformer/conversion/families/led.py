@@ -38,8 +38,7 @@ DROPOUTS = {"dropout": 0.1, "attention_dropout": 0.0, "activation_dropout": 0.0}
 HF_SIZES = {
     "vocab_size": ((TOKENS[1], *HF_TIED), 0), "d_model": ((TOKENS[1], *HF_TIED), 1),
     **{f"max_{stack}_position_embeddings": (hf, 0) for (_, hf), stack in zip(POSITIONS, ("encoder", "decoder"))},
-    **{f"{stack}_ffn_dim": (f"led.{stack}.layers.0.fc1.weight", 0) for stack in ("encoder", "decoder")},
-}
+    **{f"{stack}_ffn_dim": (f"led.{stack}.layers.0.fc1.weight", 0) for stack in ("encoder", "decoder")}}
 HF_LAYER_COUNTS = {"encoder_layers": "led.encoder.layers.", "decoder_layers": "led.decoder.layers."}
 HF_HEAD_COUNTS = ("encoder_attention_heads", "decoder_attention_heads")
 CONFIG_RULES = (  # (config.json entry, its default, ok, why); fairseq's decoder starts with </s>
@@ -47,8 +46,7 @@ CONFIG_RULES = (  # (config.json entry, its default, ok, why); fairseq's decoder
     ("scale_embedding", False, lambda v: not v, "fairseq's BART does not scale embeddings"),
     ("tie_word_embeddings", True, bool, "fairseq's BART shares one token table (--share-all-embeddings)"),
     *((name, i, lambda v, i=i: v == i, f"fairseq's dictionary and decoder fix it to {i}")
-      for name, i in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2), ("decoder_start_token_id", 2))),
-)
+      for name, i in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2), ("decoder_start_token_id", 2))))
 
 
 @dataclass
@@ -74,16 +72,11 @@ class LEDLayout:
         return {fs: hf for fs, (hf, _) in table_keys(KEY_TABLE, {"e": self.encoder_layers,
                                                                 "d": self.decoder_layers}).items()}
 
-    def hf_config(self, dictionary) -> Dict[str, object]:
-        return {
-            "architectures": ["LEDForConditionalGeneration"], "model_type": "led",
-            **{hf: getattr(self, name) for name, hf in HF_FIELDS.items()},
-            "attention_window": [2 * w for w in self.windows], "activation_function": "gelu",
-            **{name: getattr(self, name) for name in DROPOUTS},
-            "pad_token_id": dictionary.pad(), "bos_token_id": dictionary.bos(), "eos_token_id": dictionary.eos(),
-            "decoder_start_token_id": dictionary.eos(),  # fairseq's prev_output_tokens start with </s>
-            "is_encoder_decoder": True, "tie_word_embeddings": True,
-        }
+    def hf_config(self) -> Dict[str, object]:
+        fixed = {name: value for name, value, _, _ in CONFIG_RULES}  # what the import accepts: fairseq's ids, gelu
+        return {"architectures": ["LEDForConditionalGeneration"], "model_type": "led", "is_encoder_decoder": True,
+                **fixed, **{hf: getattr(self, name) for name, hf in HF_FIELDS.items()},
+                **{name: getattr(self, name) for name in DROPOUTS}, "attention_window": [2 * w for w in self.windows]}
 
     @classmethod
     def from_hf_config(cls, config: Dict[str, object], where: str) -> "LEDLayout":
@@ -104,10 +97,9 @@ class LEDLayout:
                    **{name: float(config.get(name, default)) for name, default in DROPOUTS.items()})
 
     def model_dims(self) -> Dict[str, int]:  # as fairseq's flags name them
-        return {"encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers,
-                "encoder_embed_dim": self.width, "decoder_embed_dim": self.width,
-                "encoder_ffn_embed_dim": self.encoder_ffn, "decoder_ffn_embed_dim": self.decoder_ffn,
-                "encoder_attention_heads": self.encoder_heads, "decoder_attention_heads": self.decoder_heads}
+        return {f"{stack}_{flag}": getattr(self, name.format(stack)) for stack in ("encoder", "decoder") for flag, name
+                in (("layers", "{}_layers"), ("embed_dim", "width"), ("ffn_embed_dim", "{}_ffn"),
+                    ("attention_heads", "{}_heads"))}
 
     def arch(self) -> str:  # the sizes are given explicitly anyway
         return "led_large" if (self.width, self.encoder_layers) == (1024, 12) else "led_base"

@@ -34,13 +34,11 @@ MODULE_TABLE = (
     ("encoder.lm_head.dense", "lm_head.dense", _CC, _C, "lm"),
     ("encoder.lm_head.layer_norm", "lm_head.layer_norm", _C, _C, "lm"),
     ("encoder.lm_head", "lm_head", None, ("V",), "lm"),
-    ("encoder.lm_head", "lm_head.decoder", ("V", "C"), None, "untied"),
-)
+    ("encoder.lm_head", "lm_head.decoder", ("V", "C"), None, "untied"))
 HEAD_TABLE = (  # as MODULE_TABLE, the head kind first ({name}: the head's name)
     ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
     ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
-    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)),
-)
+    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)))
 # HF tensors with no fairseq counterpart
 HF_TOKEN_TYPE = "{base}.embeddings.token_type_embeddings.weight"
 HF_DECODER_BIAS = "lm_head.decoder.bias"  # HF's alias of lm_head.bias
@@ -59,6 +57,11 @@ HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # source family ->
 ROBERTA_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert")
 ROBERTA_SHAPED = tuple(f"{prefix}For{head}" for prefix in ("Roberta", "XLMRoberta", "Camembert")
                        for head in ("MaskedLM", "SequenceClassification", "QuestionAnswering"))
+# ExportLayout field -> its config.json entry: the export writes them, the import reads the sizes (first 6) back
+HF_CONFIG = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads", "hidden": "hidden_size",
+             "ffn": "intermediate_size", "vocab": "vocab_size", "position_rows": "max_position_embeddings",
+             "dropout": "hidden_dropout_prob", "attention_dropout": "attention_probs_dropout_prob",
+             "layer_norm_eps": "layer_norm_eps", "tied": "tie_word_embeddings"}
 FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
 WEIGHTS_NAME = "model.safetensors"
 # config.json entry -> the HF tensor and dimension holding the same number (checked before sizing anything)
@@ -66,8 +69,7 @@ HF_SIZES = {
     "vocab_size": ("{base}.embeddings.word_embeddings.weight", 0),
     "hidden_size": ("{base}.embeddings.word_embeddings.weight", 1),
     "max_position_embeddings": ("{base}.embeddings.position_embeddings.weight", 0),
-    "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0),
-}
+    "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0)}
 HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
 FAIRSEQ_IDS = (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))  # fixed by fairseq's Dictionary
 CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries config.json has are checked
@@ -79,8 +81,7 @@ CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries conf
     ("is_decoder", UNCHECKED, lambda v: not v, "a decoder (causal) model is not a masked LM encoder"),
     ("add_cross_attention", UNCHECKED, lambda v: not v, "cross-attention has no counterpart in the encoder"),
     ("problem_type", UNCHECKED, lambda v: v in (None, "single_label_classification"),
-     "fairseq's longformer_classification trains single-label cross-entropy"),
-)
+     "fairseq's longformer_classification trains single-label cross-entropy"))
 
 
 class HeadRef(NamedTuple):
@@ -115,8 +116,7 @@ NO_HF_CLASS = {  # a tensor only that head holds -> what it is (span heads told 
     "question_type.weight": HOTPOTQA_HEAD,  # checkpoints from before its type head had two layers
     "candidate_score.weight": "a WikiHop candidate head (task longformer_wikihop: one logit per [ent] token)",
     "mention_ffnn.0.weight": "a coreference head (task longformer_coref: the coarse-to-fine span and antecedent "
-                             "scorer)",
-}
+                             "scorer)"}
 
 
 def model_heads(model) -> List[HeadRef]:
@@ -203,18 +203,13 @@ class ExportLayout:
     outputs: int = 0  # L: the task head's outputs
     warnings: List[str] = field(default_factory=list)
 
-    def hf_config(self, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
+    def hf_config(self, labels: Optional[List[str]] = None) -> Dict[str, object]:
         """The LongformerConfig fields (``labels``: a classification head's class names, else LABEL_k)."""
-        config = {
-            "architectures": [HF_ARCHITECTURES[self.head and self.head.kind]], "vocab_size": self.vocab,
-            "hidden_size": self.hidden, "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
-            "intermediate_size": self.ffn, "hidden_act": "gelu", "hidden_dropout_prob": self.dropout,
-            "attention_probs_dropout_prob": self.attention_dropout, "max_position_embeddings": self.position_rows,
-            "type_vocab_size": 1,  # one all-zero row (fairseq has no segment embeddings)
-            "initializer_range": 0.02, "layer_norm_eps": self.layer_norm_eps, "pad_token_id": dictionary.pad(),
-            "bos_token_id": dictionary.bos(), "eos_token_id": dictionary.eos(),
-            "sep_token_id": dictionary.eos(),  # RoBERTa separates segments with </s>
-            "attention_window": [2 * w for w in self.windows], "tie_word_embeddings": self.tied}
+        config = {"architectures": [HF_ARCHITECTURES[self.head and self.head.kind]], "hidden_act": "gelu",
+                  **{hf: getattr(self, name) for name, hf in HF_CONFIG.items()}, "initializer_range": 0.02,
+                  "type_vocab_size": 1,  # one all-zero row (fairseq has no segment embeddings)
+                  **dict(FAIRSEQ_IDS), "sep_token_id": 2,  # the import's ids; RoBERTa separates segments with </s>
+                  "attention_window": [2 * w for w in self.windows]}
         if self.head is None or self.head.kind == "span":
             return {**config, **({"num_labels": self.outputs} if self.head else {})}
         names = list(labels) if labels is not None else [f"LABEL_{k}" for k in range(self.outputs)]
@@ -332,13 +327,12 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
     others = [h.name for h in model_heads(model) if h != head]
     warnings = ([f"heads {others} are not exported (a Hugging Face model carries one head)"] if others else [])
     warnings += head_warnings
-    activation_dropout = float(getattr(layers[0].activation_dropout_module, "p", 0.0))
-    if activation_dropout > 0:
-        warnings.append(f"--activation-dropout {activation_dropout} is not exported: HF has no dropout after the "
-                        "FFN activation (training only; outputs in eval mode are unaffected)")
-    if float(getattr(encoder, "encoder_layerdrop", 0.0) or 0.0) > 0:
-        warnings.append(f"--encoder-layerdrop {encoder.encoder_layerdrop} is not exported: HF has no layer drop "
-                        "(training only; outputs in eval mode are unaffected)")
+    for flag, value, what in (("--activation-dropout", getattr(layers[0].activation_dropout_module, "p", 0.0),
+                               "dropout after the FFN activation"),
+                              ("--encoder-layerdrop", getattr(encoder, "encoder_layerdrop", 0.0), "layer drop")):
+        if float(value or 0.0) > 0:
+            warnings.append(f"{flag} {float(value)} is not exported: HF has no {what} (training only; outputs in eval "
+                            "mode are unaffected)")
     attention = layers[0].self_attn
     return ExportLayout(
         num_layers=len(layers), num_heads=attention.num_heads, hidden=hidden, ffn=layers[0].fc1.out_features,
