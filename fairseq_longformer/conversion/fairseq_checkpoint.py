@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -80,16 +81,11 @@ def load_upgraded(path: Path, kind: str) -> dict:
     return state
 
 
-class DictionaryTask:
+class DictionaryTask(SimpleNamespace):
     """What a fairseq model builder asks of a task: the dictionaries and the positions."""
-    cfg = None
-
     def __init__(self, dictionary, positions=None):
-        self.source_dictionary = self.target_dictionary = dictionary
-        self._positions = positions
-
-    def max_positions(self):
-        return self._positions
+        super().__init__(cfg=None, source_dictionary=dictionary, target_dictionary=dictionary,
+                         max_positions=lambda: positions)
 
 
 def config_get(obj, key, default=None):
@@ -137,8 +133,7 @@ def fresh_training_state(extra: Optional[Dict[str, object]] = None,
     return {"optimizer_history": [{"criterion_name": criterion_name, "optimizer_name": "none",
                                    "lr_scheduler_state": {"best": None}, "num_updates": 0}],
             "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True, "version": 2},
-                            "previous_training_time": 0.0, **(extra or {})},
-            "last_optimizer_state": None}
+                            "previous_training_time": 0.0, **(extra or {})}, "last_optimizer_state": None}
 
 
 @dataclass

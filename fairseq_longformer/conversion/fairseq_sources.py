@@ -19,15 +19,11 @@ from ..models.global_projections import add_missing_global_projections
 from ..tasks.longformer_mlm import batch_pad_multiple
 from .fairseq_checkpoint import TOKENIZER_FILES, ConvertedCheckpoint, config_get, config_sections, config_set, \
     fresh_training_state, load_checkpoint, resolve_source, write_checkpoint_folder
-from .rules import check_extendable, extend_positions
+from .rules import CROSS_MODULES, LAYER_MODULES, check_extendable, extend_positions
 
 logger = logging.getLogger(__name__)
 
 LED_CRITERION = "LabelSmoothedCrossEntropyCriterion"  # what fairseq records for an LED's training
-LAYER_MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj",
-                 "self_attn_layer_norm", "fc1", "fc2", "final_layer_norm")
-CROSS_MODULES = ("encoder_attn.q_proj", "encoder_attn.k_proj", "encoder_attn.v_proj",
-                 "encoder_attn.out_proj", "encoder_attn_layer_norm")
 
 
 @dataclass
@@ -56,38 +52,40 @@ class LEDConversionResult(ConvertedCheckpoint):
 
     def generate_flags(self) -> List[str]:  # batch multiple 1: stock fairseq-generate drops a short last batch
         return ["--task", "translation", "--path", str(self.checkpoint), "--required-batch-size-multiple", "1",
-                "--max-source-positions", str(self.max_positions), "--max-target-positions", str(self.decoder_positions)]
+                "--max-source-positions", str(self.max_positions),
+                "--max-target-positions", str(self.decoder_positions)]
 
 
 @dataclass(frozen=True)
 class SourceFamily:
-    """``stacks``: (name, key prefix, layer modules), the encoder first, each with its embed_tokens and
-    embed_positions (learned, with fairseq's 2 reserved rows)."""
+    """``stacks``: (name, key prefix, layer modules), encoder first; each has embed_tokens and learned positions."""
     kind: str
     target: str
     task: str  # the source's task, which appends <mask>
     stacks: Tuple[Tuple[str, str, Tuple[str, ...]], ...]
-    more_keys: Tuple[str, ...]  # required besides the stacks' tables and layers
-    vocab_rows: Tuple[str, ...]  # besides embed_tokens, tensors with one row per symbol (required too)
     mask_optional: bool  # whether the <mask> row may be absent (a fine-tuned BART)
     dropped_prefixes: Tuple[str, ...]
     archs: Dict[str, str]  # the source's arch -> the target's
     default_arch: str
     criterion: str
-    provenance_key: str
     tile_whole: bool  # positions a whole number of the source's table (BART's)
-    rewrite_config: Callable  # (args, cfg, windows, max_positions): the family's own config entries
+    more_keys: Tuple[str, ...] = ()  # required besides the stacks' tables and layers
+    vocab_rows: Tuple[str, ...] = ()  # besides embed_tokens, tensors with one row per symbol (required too)
+    rewrite_config: Callable = lambda args, cfg, windows, max_positions: None  # the family's own config entries
     read: Callable = lambda model_state: (model_state, "new")  # -> (current key layout, "new" | "old")
-    refuse: Callable = lambda model_state, path: None  # ValueError for a checkpoint of another family
+    refused: Tuple[Tuple[str, str], ...] = ()  # (a key part, what a checkpoint with such keys is instead)
     spelled: Callable = lambda key, layout: key  # a current-layout key as the source spells it
 
     def stack_keys(self, name: str) -> Tuple[str, ...]:
         return tuple(prefix + name for _, prefix, _ in self.stacks)
 
 
-def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_section, path) -> Tuple[int, ...]:
-    """The layers of each stack; ValueError naming every missing key or a position table of the wrong shape."""
-    source.refuse(model_state, path)
+def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_section, path, dict_path: Path):
+    """(the layers of each stack, the padding index); ValueError naming every missing key, a position table of the
+    wrong shape, or a dict.txt (+ the <mask> the task appends) that does not match the embeddings."""
+    for part, instead in source.refused:
+        if any(part in key for key in model_state):
+            raise ValueError(f"{str(path)!r} {instead}")
     layers = []
     for _, prefix, _ in source.stacks:
         pattern = re.compile(re.escape(prefix) + r"layers\.(\d+)\.")
@@ -113,11 +111,6 @@ def check_state(source: SourceFamily, model_state: Mapping, layout: str, model_s
         if table.dim() != 2 or table.shape[1] != width or table.shape[0] < 3:
             raise ValueError(f"{source.spelled(key, layout)} has shape {tuple(table.shape)}: expected "
                              f"(positions + 2, {width}), fairseq's learned positions with their 2 reserved rows")
-    return tuple(layers)
-
-
-def check_vocabulary(model_state: Mapping, dict_path: Path, source: SourceFamily, layout: str) -> int:
-    """The padding index; ValueError when dict.txt (+ the <mask> the task appends) does not match the embeddings."""
     try:
         dictionary = Dictionary.load(str(dict_path))
     except Exception as error:
@@ -137,7 +130,7 @@ def check_vocabulary(model_state: Mapping, dict_path: Path, source: SourceFamily
                          f"{source.spelled(key, layout)} has {have}")
     if pad != 1:
         raise ValueError(f"dictionary {str(dict_path)!r} has padding index {pad}; fairseq {source.kind} uses 1")
-    return pad
+    return tuple(layers), pad
 
 
 def parse_windows(attention_window, layers: int) -> Tuple[int, ...]:
@@ -170,8 +163,7 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
     model_state, layout = source.read(state["model"])
     args, cfg = config_sections(state)
     model_section = args if args is not None else cfg["model"]
-    layers = check_state(source, model_state, layout, model_section, checkpoint_path)
-    padding_idx = check_vocabulary(model_state, dict_path, source, layout)
+    layers, padding_idx = check_state(source, model_state, layout, model_section, checkpoint_path, dict_path)
     tables = source.stack_keys("embed_positions.weight")
     positions_key = tables[0]
     source_positions = model_state[positions_key].shape[0] - (padding_idx + 1)
@@ -204,6 +196,9 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
                        ("attention_impl", "auto"), ("max_source_positions", max_positions)):
         config_set(model_section, key, value)
     source.rewrite_config(args, cfg, windows, max_positions)
+    task = None if cfg is None else cfg.get("task")  # fairseq's hub loader reads the task's (BART's)
+    if task is not None and config_get(task, "max_source_positions") is not None:
+        config_set(task, "max_source_positions", max_positions)
     fields = dict(checkpoint=out_dir / "model.pt", dictionary=out_dir / "dict.txt", arch=arch,
                   attention_window=windows, max_positions=max_positions, model_dims=dims)
     provenance = {"source": str(checkpoint_path), "max_positions": max_positions, "attention_window": list(windows)}
@@ -216,7 +211,7 @@ def convert_checkpoint(source: SourceFamily, source_dir, out_dir, max_positions:
                                      decoder_positions=model_state[tables[1]].shape[0] - (padding_idx + 1))
         provenance.update(bart_positions=source_positions)
     output = {"args": args, "cfg": cfg, "model": new_state,
-              **fresh_training_state({source.provenance_key: provenance}, criterion_name=source.criterion)}
+              **fresh_training_state({f"{source.target.lower()}_conversion": provenance}, source.criterion)}
     folder = checkpoint_path.parent  # the tokenizer files fairseq's hub loader looks for, copied along
     files = {"dict.txt": dict_path, **{name: folder / name for name in TOKENIZER_FILES if (folder / name).is_file()}}
     write_checkpoint_folder(out_dir, overwrite, output, files, (checkpoint_path, dict_path))
@@ -255,13 +250,6 @@ def read_roberta(model_state: Mapping) -> Tuple[Dict[str, Tensor], str]:
     return out, "old" if has_old else "new"
 
 
-def spelled_roberta(key: str, layout: str) -> str:
-    if layout == "old":
-        key = "decoder." + key[len("encoder."):] if key.startswith("encoder.") else key
-        key = key.replace(".layernorm_embedding.", ".emb_layer_norm.")
-    return key
-
-
 def rewrite_longformer_config(args, cfg, windows, max_positions: int) -> None:
     """Task longformer_mlm on blocks of ``max_positions``; the dropouts stay RoBERTa's (as the paper's)."""
     task_name, pad_multiple = "longformer_mlm", batch_pad_multiple(windows, max_positions)
@@ -279,44 +267,28 @@ def rewrite_longformer_config(args, cfg, windows, max_positions: int) -> None:
 
 
 ROBERTA = SourceFamily(
-    kind="RoBERTa", target="Longformer", task="masked_lm",
-    stacks=(("encoder", ENCODER, LAYER_MODULES),),
+    kind="RoBERTa", target="Longformer", task="masked_lm", stacks=(("encoder", ENCODER, LAYER_MODULES),),
     more_keys=(ENCODER + "layernorm_embedding.weight", ENCODER + "layernorm_embedding.bias",
                *(f"encoder.lm_head.{m}.{p}" for m in ("dense", "layer_norm") for p in ("weight", "bias"))),
     vocab_rows=("encoder.lm_head.weight", "encoder.lm_head.bias"),
     mask_optional=False,  # the masked_lm task always appends <mask>
-    dropped_prefixes=("classification_heads.", "encoder.classification_heads."),
-    archs={}, default_arch="longformer_base", criterion="LongformerMLMLoss", provenance_key="longformer_conversion",
-    tile_whole=False, rewrite_config=rewrite_longformer_config, read=read_roberta, spelled=spelled_roberta,
+    dropped_prefixes=("classification_heads.", "encoder.classification_heads."), archs={},
+    default_arch="longformer_base", criterion="LongformerMLMLoss", tile_whole=False,
+    rewrite_config=rewrite_longformer_config, read=read_roberta,
+    spelled=lambda key, layout: key if layout == "new" else re.sub(r"^encoder\.", "decoder.", key).replace(
+        ".layernorm_embedding.", ".emb_layer_norm."),  # a key as the 2019 layout spells it
 )
-
-
-# --- BART -> LED -------------------------------------------------------------------------------
-def refuse_non_bart(model_state: Mapping, path) -> None:
-    if any(".sentence_encoder." in k for k in model_state):
-        raise ValueError(f"{str(path)!r} is a RoBERTa (encoder-only) checkpoint: convert it with "
-                         "longformer-convert-roberta")
-    if any("_global_proj." in k for k in model_state):
-        raise ValueError(f"{str(path)!r} already has global projections: it is a Longformer/LED "
-                         "checkpoint, not a BART one")
-
-
-def rewrite_led_config(args, cfg, windows, max_positions: int) -> None:  # fairseq's hub loader reads the task's
-    task = None if cfg is None else cfg.get("task")
-    if task is not None and config_get(task, "max_source_positions") is not None:
-        config_set(task, "max_source_positions", max_positions)
 
 
 BART = SourceFamily(
     kind="BART", target="LED", task="denoising",
     stacks=(("encoder", "encoder.", LAYER_MODULES), ("decoder", "decoder.", LAYER_MODULES + CROSS_MODULES)),
-    more_keys=(), vocab_rows=(),
     mask_optional=True,  # a pretrained BART has the <mask> row, a fine-tuned one may not
     dropped_prefixes=("classification_heads.",),
-    archs={"bart_large": "led_large", "mbart_large": "led_large"}, default_arch="led_base",
-    criterion=LED_CRITERION, provenance_key="led_conversion",
-    tile_whole=True, rewrite_config=rewrite_led_config, refuse=refuse_non_bart,
-)
+    archs={"bart_large": "led_large", "mbart_large": "led_large"}, default_arch="led_base", criterion=LED_CRITERION,
+    tile_whole=True, refused=(
+        (".sentence_encoder.", "is a RoBERTa (encoder-only) checkpoint: convert it with longformer-convert-roberta"),
+        ("_global_proj.", "already has global projections: it is a Longformer/LED checkpoint, not a BART one")))
 DEFAULT_MAX_POSITIONS = 16384
 DEFAULT_WINDOW = "512"
 

@@ -1,5 +1,4 @@
-"""``longformer-export-hf``: a fairseq checkpoint -> a HF folder (Longformer with its head, or LED), every
-check run on the built model before the folder is staged."""
+"""``longformer-export-hf``: a fairseq checkpoint -> a HF folder (Longformer with its head, or LED), checked first."""
 import logging
 import os
 import shutil
@@ -8,14 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from torch import nn
+
 from longformer_common.atomic import check_output_dir, staged_folder
 from . import fairseq_checkpoint
 from .families import led as led_family
-from .families.longformer import HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, WEIGHTS_NAME, inspect_model
-from .families.longformer_heads import checkpoint_head_tensors, checkpoint_heads, choose_head, dictionary_files, \
-    head_module, keep_only_head, model_heads, refuse_heads_without_hf_class, task_labels
-from .rules import DICT_COPY, load_into_hf
-from .tokenizer import TokenizerFiles, build_tokenizer, save_tokenizer
+from .families.longformer import HEAD_MODULES, HEAD_TASKS, HF_DECODER_WEIGHT, HF_IGNORED_BUFFERS, MLM_TOKEN_DICT, \
+    WEIGHTS_NAME, HeadRef, choose_head, head_module, inspect_model, model_heads, refuse_heads_without_hf_class, \
+    register_head
+from .rules import DICT_COPY, hf_libraries, load_into_hf
+from .tokenizer import TokenizerFiles, build_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -26,16 +27,6 @@ class ExportResult:
     config: Dict[str, object]
     tokenizer: Optional[str]
     warnings: List[str] = field(default_factory=list)
-
-
-def _transformers():
-    try:
-        import safetensors.torch  # noqa: F401
-        import transformers
-    except ImportError as error:
-        raise ImportError(f"export needs transformers and safetensors (pip install 'fairseq-longformer[hf]'): "
-                          f"{error}") from error
-    return transformers
 
 
 def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None], dictionary, config, what: str,
@@ -51,7 +42,9 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
             symbols, counts = symbols[:-1], counts[:-1]
         (tmp / DICT_COPY).write_text("".join(f"{s} {int(c)}\n" for s, c in zip(symbols, counts)), encoding="utf-8")
         if hf_tokenizer is not None:
-            save_tokenizer(tmp, hf_tokenizer, extra_files)
+            hf_tokenizer.save_pretrained(str(tmp))
+        for name, text in extra_files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
     out_dir = Path(out_dir).absolute()
     logger.info(f"exported {what} (one-sided windows -> HF attention_window {config['attention_window']}) as "
                 f"{config['architectures'][0]} to {out_dir}")
@@ -60,9 +53,9 @@ def _write_folder(out_dir, overwrite: bool, write_model: Callable[[Path], None],
 
 def to_hf_masked_lm(model, dictionary):
     """A built fairseq Longformer masked LM as the in-memory ``LongformerForMaskedLM`` ``export_model`` writes."""
-    transformers = _transformers()
+    transformers = hf_libraries("export")
     layout = inspect_model(model, dictionary)
-    hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**layout.hf_config(dictionary)))
+    hf_model = transformers.LongformerForMaskedLM(transformers.LongformerConfig(**layout.hf_config()))
     # tied, the decoder weight is the word embeddings' parameter; the id buffers are HF's own
     owned = {k.format(base="longformer") for k in HF_IGNORED_BUFFERS} | ({HF_DECODER_WEIGHT} if layout.tied else set())
     load_into_hf(hf_model, layout.hf_state(model.state_dict()), owned, "LongformerForMaskedLM")
@@ -72,11 +65,11 @@ def to_hf_masked_lm(model, dictionary):
 def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None, overwrite: bool = False,
                  head_name: Optional[str] = None, labels: Optional[List[str]] = None) -> ExportResult:
     """A built fairseq Longformer -> HF folder: head ``head_name`` (default: the only one) or LongformerForMaskedLM."""
-    transformers = _transformers()
+    transformers = hf_libraries("export")
     head = choose_head(model_heads(model), head_name, "the model")
     refuse_heads_without_hf_class(head, head_module(model, head).state_dict() if head is not None else {})
     layout = inspect_model(model, dictionary, head)
-    config = layout.hf_config(dictionary, labels)
+    config = layout.hf_config(labels)
     tensors = layout.hf_state(model.state_dict())
     hf_config = transformers.LongformerConfig(**config)
 
@@ -88,54 +81,12 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
                          layout.position_rows - layout.padding_idx - 1, layout.warnings)
 
 
-def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:
-    check_output_dir(out_dir, overwrite)
-    if tokenizer is not None:
-        tokenizer.kind  # noqa: B018  (validates the tokenizer flags before the slow load)
-
-
 def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
     candidates = [Path(given)] if given is not None else list(dict.fromkeys(candidates))
     found = next((p for p in candidates if p.is_file()), None)
     if found is None:
         raise FileNotFoundError(f"no {what}: looked for {[str(p) for p in candidates]} (pass {flag})")
     return found
-
-
-def load_fairseq_checkpoint(checkpoint, dict_path=None, label_dict_path=None, head_name: Optional[str] = None,
-                            encoder_only: bool = False, state: Optional[dict] = None):
-    """(model, task, head) of a Longformer checkpoint holding exactly head ``head_name`` (else the only one);
-    the dictionaries: ``dict_path`` / ``label_dict_path``, else next to the checkpoint, else in its --data."""
-    import fairseq_longformer  # noqa: F401  (registers the model and task)
-    from fairseq import checkpoint_utils
-    from fairseq.dataclass.utils import overwrite_args_by_name
-    checkpoint = fairseq_checkpoint.checkpoint_file(checkpoint)
-    state = state or fairseq_checkpoint.load_upgraded(checkpoint, "Longformer")
-    cfg = state["cfg"]
-    if encoder_only and head_name is not None:
-        raise ValueError("--encoder-only exports no head: leave out --head-name")
-    head = None if encoder_only else choose_head(checkpoint_heads(state["model"]), head_name,
-                                                 f"checkpoint {str(checkpoint)!r}")
-    head_tensors = checkpoint_head_tensors(state["model"], head) if head is not None else {}
-    refuse_heads_without_hf_class(head, head_tensors)
-    roots = [checkpoint.parent] + ([Path(str(cfg.task.data).split(os.pathsep)[0])] if cfg.task.get("data") else [])
-    token_dict, label_dict = dictionary_files(cfg.task.get("_name"))
-    files = {token_dict: _find("dictionary", "--dict", dict_path,
-                               [checkpoint.parent / "dict.txt"] + [root / token_dict for root in roots])}
-    if label_dict is not None:
-        files[label_dict] = _find("label dictionary", "--label-dict", label_dict_path,
-                                  [root / label_dict for root in roots])
-    elif label_dict_path is not None:
-        raise ValueError(f"--label-dict: the checkpoint's task {cfg.task.get('_name')!r} has no label dictionary")
-    with tempfile.TemporaryDirectory() as data:  # the task reads its dictionaries from DATA
-        for name, found in files.items():
-            os.makedirs(os.path.dirname(os.path.join(data, name)), exist_ok=True)
-            shutil.copyfile(found, os.path.join(data, name))
-        overwrite_args_by_name(cfg, {"data": data})
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
-    model = models[0].eval()
-    keep_only_head(model, head, head_tensors)
-    return model, task, head
 
 
 def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
@@ -162,12 +113,12 @@ def load_led(checkpoint, dict_path=None, state: Optional[dict] = None):
 def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles] = None,
                      overwrite: bool = False) -> ExportResult:
     """A built fairseq LED -> HF LEDForConditionalGeneration folder (+ the reserved position rows)."""
-    transformers = _transformers()
+    transformers = hf_libraries("export")
     layout = led_family.inspect_led(model)
     if len(dictionary) != layout.vocab:
         raise ValueError(f"the dictionary has {len(dictionary)} symbols, the model's embeddings {layout.vocab} rows: "
                          "pass the dict.txt the model was trained with")
-    config = layout.hf_config(dictionary)
+    config = layout.hf_config()
     state = model.state_dict()
     hf_model = transformers.LEDForConditionalGeneration(transformers.LEDConfig(**config))
     load_into_hf(hf_model, led_family.fairseq_to_hf_state(state, layout),
@@ -186,7 +137,8 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
 def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                overwrite: bool = False) -> ExportResult:
     """An LED checkpoint (+ its dict.txt) -> a Hugging Face LEDForConditionalGeneration folder."""
-    _check_before_reading(out_dir, overwrite, tokenizer)
+    check_output_dir(out_dir, overwrite)
+    (tokenizer or TokenizerFiles()).kind  # noqa: B018  (validates the tokenizer flags before the slow load)
     return export_led_model(*load_led(checkpoint, dict_path), out_dir, tokenizer, overwrite)
 
 
@@ -194,12 +146,53 @@ def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[T
                       overwrite: bool = False, head_name: Optional[str] = None,
                       label_dict_path=None, encoder_only: bool = False) -> ExportResult:
     """``longformer-export-hf``: the class chosen by the checkpoint's family (``encoder_only``: no task head)."""
-    _check_before_reading(out_dir, overwrite, tokenizer)
+    check_output_dir(out_dir, overwrite)
+    (tokenizer or TokenizerFiles()).kind  # noqa: B018  (validates the tokenizer flags before the slow load)
     path = fairseq_checkpoint.checkpoint_file(checkpoint)
     state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once
     if str(getattr(state["cfg"].model, "arch", "")).startswith("led"):
         if head_name is not None or label_dict_path is not None or encoder_only:
             raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
         return export_led_model(*load_led(path, dict_path, state), out_dir, tokenizer, overwrite)
-    model, task, head = load_fairseq_checkpoint(path, dict_path, label_dict_path, head_name, encoder_only, state)
-    return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite, labels=task_labels(task, head))
+    # a Longformer holding exactly head ``head_name`` (else the only one); the dictionaries: ``dict_path`` /
+    # ``label_dict_path``, else next to the checkpoint, else in its --data
+    import fairseq_longformer  # noqa: F401  (registers the model and task)
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.utils import overwrite_args_by_name
+    cfg = state["cfg"]
+    if encoder_only and head_name is not None:
+        raise ValueError("--encoder-only exports no head: leave out --head-name")
+    heads = dict.fromkeys(HeadRef(kind, key.split(".")[1]) for key in state["model"]
+                          for kind, attr in HEAD_MODULES.items() if key.startswith(attr + "."))
+    head = None if encoder_only else choose_head(list(heads), head_name, f"checkpoint {str(path)!r}")
+    # the head's tensors by name inside it, taken before fairseq's loader deletes heads its task lacks
+    prefix = f"{HEAD_MODULES[head.kind]}.{head.name}." if head is not None else "\0"
+    head_tensors = {key[len(prefix):]: value for key, value in state["model"].items() if key.startswith(prefix)}
+    refuse_heads_without_hf_class(head, head_tensors)
+    roots = [path.parent] + ([Path(str(cfg.task.data).split(os.pathsep)[0])] if cfg.task.get("data") else [])
+    token_dict, label_dict = next(((t.token_dict, t.label_dict) for t in HEAD_TASKS.values()
+                                   if t.task == cfg.task.get("_name")), (MLM_TOKEN_DICT, None))  # under its --data
+    files = {token_dict: _find("dictionary", "--dict", dict_path,
+                               [path.parent / "dict.txt"] + [root / token_dict for root in roots])}
+    if label_dict is not None:
+        files[label_dict] = _find("label dictionary", "--label-dict", label_dict_path,
+                                  [root / label_dict for root in roots])
+    elif label_dict_path is not None:
+        raise ValueError(f"--label-dict: the checkpoint's task {cfg.task.get('_name')!r} has no label dictionary")
+    with tempfile.TemporaryDirectory() as data:  # the task reads its dictionaries from DATA
+        for name, found in files.items():
+            os.makedirs(os.path.dirname(os.path.join(data, name)), exist_ok=True)
+            shutil.copyfile(found, os.path.join(data, name))
+        overwrite_args_by_name(cfg, {"data": data})
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], state=state)
+    model = models[0].eval()
+    for attr in HEAD_MODULES.values():  # exactly ``head`` (fairseq's loader re-inits a head of another size)
+        getattr(model, attr, nn.ModuleDict()).clear()
+    if head is not None:  # a classification head sized by its tensors; a span head's always C -> 2
+        register_head(model, head, *((head_tensors["out_proj.weight"].shape[0], head_tensors["dense.weight"].shape[0])
+                                     if head.kind == "classification" else (2,)))
+        head_module(model, head).load_state_dict(head_tensors, strict=True)
+    own = head is not None and head.kind == "classification" and hasattr(task, "label_dictionary") and getattr(
+        task.cfg, HEAD_TASKS["classification"].name_field, None) == head.name  # the head the labels describe
+    return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite,
+                        labels=list(task.label_names()) if own else None)

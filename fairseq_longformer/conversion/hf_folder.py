@@ -39,14 +39,16 @@ def read_hf_config(hf_dir) -> Dict[str, object]:
     return config
 
 
-def _weight_files(hf_dir: Path) -> Tuple[str, List[Path]]:
-    """("safetensors" | "torch", the files), an index's shards each checked to lie inside ``hf_dir``."""
+def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
+    """Every tensor of the folder (``shapes_only``: its shape only); ValueError if damaged or a shard lies outside."""
+    hf_dir = Path(hf_dir)
     for name, kind in (("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
                        ("pytorch_model.bin.index.json", "torch"), ("pytorch_model.bin", "torch")):
         if not (hf_dir / name).is_file():
             continue
         if not name.endswith(".json"):
-            return kind, [hf_dir / name]
+            files = [hf_dir / name]
+            break
         index = _read_json(hf_dir / name, "Download the folder again.")
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
@@ -58,19 +60,10 @@ def _weight_files(hf_dir: Path) -> Tuple[str, List[Path]]:
             if path.parent != root and root not in path.parents:
                 raise ValueError(f"{str(hf_dir / name)!r} names the shard {shard!r}, which is outside the folder: "
                                  "shards must be files inside the model folder")
-        return kind, [hf_dir / shard for shard in shards]
-    raise FileNotFoundError(f"{str(hf_dir)!r} has no model.safetensors or pytorch_model.bin")
-
-
-def load_safetensors(path: Path) -> Dict[str, Tensor]:
-    from safetensors.torch import load_file
-    return load_file(str(path))
-
-
-def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
-    """Every tensor of the folder (``shapes_only``: its shape, nothing model-sized loaded); ValueError if damaged."""
-    hf_dir = Path(hf_dir)
-    kind, files = _weight_files(hf_dir)
+        files = [hf_dir / shard for shard in shards]
+        break
+    else:
+        raise FileNotFoundError(f"{str(hf_dir)!r} has no model.safetensors or pytorch_model.bin")
     out: Dict[str, object] = {}
     try:
         for path in files:
@@ -93,9 +86,14 @@ def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
     return out
 
 
+def load_safetensors(path: Path) -> Dict[str, Tensor]:
+    from safetensors.torch import load_file
+    return load_file(str(path))
+
+
 def check_sizes(config: Mapping, shapes: Mapping[str, Tuple[int, ...]], sizes: Mapping[str, Tuple[object, int]],
                 layer_counts: Mapping[str, str], integers: Tuple[str, ...], hf_dir: Path) -> None:
-    """One ValueError naming every size of ``config`` missing, not a whole number in 1 .. MAX_SIZE, or not the tensors'."""
+    """One ValueError naming each size of ``config`` missing, not an integer in 1 .. MAX_SIZE, or not the tensors'."""
     problems = []
     values: Dict[str, int] = {}
     for name in (*sizes, *layer_counts, *integers):

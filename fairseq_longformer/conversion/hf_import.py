@@ -1,6 +1,5 @@
 """``longformer-import-hf``: a HF folder -> a fairseq checkpoint folder (model.pt + its task's dictionaries,
-fairseq id == HF id): one driver (``_import``) reading the folder through its family's reader (Longformer /
-RoBERTa family: ``import_hf``; LED: ``import_led``)."""
+fairseq id == HF id): one driver (``_import``) reading the folder through its family's reader."""
 import copy
 import logging
 import tempfile
@@ -18,15 +17,14 @@ from torch import Tensor
 
 from longformer_common.atomic import check_output_dir
 from .families import led as led_family
-from .families.longformer import HF_BASE, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, HF_IGNORED_BUFFERS, \
-    HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, ROBERTA_SHAPED, config_problems, hf_to_fairseq_state, \
-    key_map, size_problems, source_family
-from .families.longformer_heads import HEAD_TASKS, MLM_TOKEN_DICT, HeadRef, register_head
+from .families.longformer import HEAD_TASKS, HF_BASE, HF_CONFIG, HF_DECODER_BIAS, HF_DECODER_WEIGHT, HF_HEAD_PREFIXES, \
+    HF_IGNORED_BUFFERS, HF_LAYER_COUNTS, HF_SIZES, HF_TOKEN_TYPE, MLM_TOKEN_DICT, ROBERTA_SHAPED, HeadRef, \
+    config_problems, hf_to_fairseq_state, key_map, register_head, source_family
 from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_training_state, write_checkpoint_folder
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
 from .hf_folder import HF_TOKENIZER_FILES, check_sizes, folder_dictionary, hf_special_ids, load_safetensors, \
     read_hf_config, read_weights, unigram_pieces
-from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, renamed, shape_of
+from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, hf_libraries, renamed
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +65,10 @@ class FamilyRead:
 
 
 def _import(hf_dir, out_dir, overwrite: bool, read: Callable[..., FamilyRead]):
-    """The flow every family shares: ``read(hf_dir, config, out_abs, scratch)``, then the model built, filled
-    exactly and written with the dictionaries and the tokenizer (hf_tokenizer/)."""
+    """``read(hf_dir, config, out_abs, scratch)``, then the model built, filled exactly and written with its files."""
     import fairseq_longformer  # noqa: F401  (registers the models, tasks and criteria)
     from fairseq.models import ARCH_MODEL_REGISTRY
+    hf_libraries("import")  # config.json is read as transformers reads it
     hf_dir, out_abs = Path(hf_dir), Path(out_dir).absolute()
     check_output_dir(out_dir, overwrite, [hf_dir])
     with tempfile.TemporaryDirectory() as scratch:
@@ -97,25 +95,10 @@ def _import(hf_dir, out_dir, overwrite: bool, read: Callable[..., FamilyRead]):
     return result
 
 
-def _labels(config: Mapping, hf_dir: Path) -> List[str]:
-    """A classification folder's class names in id order (HF's LABEL_k for a config without them)."""
-    id2label = config.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}  # HF's default: 2 labels
-    labels = [id2label[str(k)] for k in range(len(id2label))]
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:  # fairseq's label dictionary keeps one entry per name: its ids would shift, the head be dropped
-        ids = [k for k, other in enumerate(labels) if other == repeated[0]]
-        raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes {ids}"
-                         f"{' (and repeats ' + ', '.join(map(repr, repeated[1:])) + ')' if repeated[1:] else ''}: "
-                         "fairseq's label dictionary needs one name per class; give each id its own name in id2label "
-                         "(and label2id)")
-    return labels
-
-
-# what transformers' config classes default when config.json lacks it (transformers 5's, for a
-# machine without it); sizes are not among them: those are checked against the tensors
-TRANSFORMERS_DEFAULTS = {"layer_norm_eps": 1e-12, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
-                         "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
-                         "position_embedding_type": "absolute", "tie_word_embeddings": True}
+# settings read as transformers' config class defaults them when config.json lacks them (sizes are checked against
+# the tensors instead)
+DEFAULTED = ("layer_norm_eps", "type_vocab_size", "hidden_dropout_prob", "attention_probs_dropout_prob", "hidden_act",
+             "position_embedding_type", "tie_word_embeddings")
 FAIRSEQ_VALUES = {"layer_norm_eps": 1e-05, "type_vocab_size": 1}
 
 
@@ -138,42 +121,6 @@ def check_folder(hf_dir) -> Mapping:
     return config
 
 
-def _checked_config(hf_dir: Path, config: Mapping, model_type: str) -> Dict[str, object]:
-    """config.json as transformers reads it (missing settings defaulted), checked; ValueError naming every problem."""
-    problems = config_problems(config)
-    try:
-        import transformers
-        defaults = transformers.AutoConfig.for_model(model_type).to_dict()
-    except (ImportError, ValueError):
-        defaults = TRANSFORMERS_DEFAULTS
-    defaulted = [name for name in TRANSFORMERS_DEFAULTS if name not in config and name in defaults]
-    config = {**config, **{name: defaults[name] for name in defaulted}}
-    if not problems:  # nothing below is sized by an unchecked number
-        _check_family_sizes(config, hf_dir, model_type)
-        problems = size_problems(config, model_type) + [
-            f"{problem} (config.json has no {name}: transformers reads it as its default; if the model was trained "
-            f"with fairseq's value, write \"{name}\": {FAIRSEQ_VALUES.get(name)!r} into config.json)"
-            for problem in config_problems({key: config[key] for key in defaulted})
-            for name in defaulted if problem.startswith(f"{name} =")]
-    if problems:
-        raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
-    return config
-
-
-def _head(state: Mapping[str, Tensor], hf_dir: Path, head_name: Optional[str]) -> Optional[HeadRef]:
-    """The head the folder's tensors hold (None: a masked LM), named ``head_name`` or its task's default."""
-    kinds = [kind for kind, prefix in HF_HEAD_PREFIXES.items() if any(k.startswith(prefix) for k in state)]
-    if len(kinds) != 1:
-        raise ValueError(f"{str(hf_dir)!r} holds {'no' if not kinds else 'several'} head tensors ("
-                         f"{', '.join(p + '*' for p in HF_HEAD_PREFIXES.values())}): import needs one masked-LM, "
-                         "sequence-classification or question-answering model, not the bare encoder")
-    if kinds[0] is None:
-        if head_name is not None:
-            raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
-        return None
-    return HeadRef(kinds[0], head_name or HEAD_TASKS[kinds[0]].default_name)
-
-
 def _read_longformer(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path, max_positions: Optional[int],
                      attention_window, head_name: Optional[str]) -> FamilyRead:
     """A Longformer or RoBERTa-family folder (masked LM, classification or QA) read for ``_import``."""
@@ -184,11 +131,29 @@ def _read_longformer(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path
                          "imported here, 'led' folders by import_led; BERT-shaped models are not (see "
                          "docs/conversion.md)")
     base, is_longformer = HF_BASE[model_type], model_type == "longformer"
-    config = _checked_config(hf_dir, config, model_type)
+    # config.json as transformers reads it (missing settings defaulted), checked: one ValueError naming every problem
+    problems = config_problems(config)
+    import transformers  # present (_import checked); imported late so the CLI's --help and bad input stay light
+    defaults = transformers.AutoConfig.for_model(model_type).to_dict()
+    defaulted = [name for name in DEFAULTED if name not in config and name in defaults]
+    config = {**config, **{name: defaults[name] for name in defaulted}}
+    if not problems:  # nothing below is sized by an unchecked number
+        _check_family_sizes(config, hf_dir, model_type)
+        heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
+        if heads < 1 or hidden % heads:
+            problems.append(f"num_attention_heads = {heads} does not divide hidden_size {hidden}")
+        windows_problem = from_hf_windows(config.get("attention_window"), int(config["num_hidden_layers"]))[1]
+        if is_longformer and windows_problem:
+            problems.append(windows_problem)
+        problems += [
+            f"{problem} (config.json has no {name}: transformers reads it as its default; if the model was trained "
+            f"with fairseq's value, write \"{name}\": {FAIRSEQ_VALUES.get(name)!r} into config.json)"
+            for problem in config_problems({key: config[key] for key in defaulted})
+            for name in defaulted if problem.startswith(f"{name} =")]
+    if problems:
+        raise ValueError(f"cannot import {str(hf_dir)!r}, nothing was written: " + "; ".join(problems))
     warnings: List[str] = []
-    layers, heads = int(config["num_hidden_layers"]), int(config["num_attention_heads"])
-    hidden, ffn, vocab = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["vocab_size"])
-    source_rows = int(config["max_position_embeddings"])
+    layers, heads, hidden, ffn, vocab, source_rows = (int(config[HF_CONFIG[name]]) for name in list(HF_CONFIG)[:6])
     tied = bool(config.get("tie_word_embeddings", True))
     if is_longformer and attention_window is not None:
         raise ValueError("--attention-window applies to RoBERTa folders only: a Longformer keeps the window "
@@ -200,13 +165,30 @@ def _read_longformer(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path
     check_extendable(source_rows - 2, max_positions)  # 2: fairseq's reserved rows (padding_idx 1 + 1)
     # the folder's tensors against the key map's names and shapes, HF's tied copies equal
     state = read_weights(hf_dir)
-    head = _head(state, hf_dir, head_name)
-    labels = _labels(config, hf_dir) if head is not None and head.kind == "classification" else None
+    kinds = [kind for kind, prefix in HF_HEAD_PREFIXES.items() if any(k.startswith(prefix) for k in state)]
+    if len(kinds) != 1:
+        raise ValueError(f"{str(hf_dir)!r} holds {'no' if not kinds else 'several'} head tensors ("
+                         f"{', '.join(p + '*' for p in HF_HEAD_PREFIXES.values())}): import needs one masked-LM, "
+                         "sequence-classification or question-answering model, not the bare encoder")
+    if kinds[0] is None and head_name is not None:
+        raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
+    head = HeadRef(kinds[0], head_name or HEAD_TASKS[kinds[0]].default_name) if kinds[0] else None
+    labels = None
+    if head is not None and head.kind == "classification":  # class names in id order (HF's default: 2, LABEL_k)
+        id2label = config.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}
+        labels = [id2label[str(k)] for k in range(len(id2label))]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:  # fairseq's label dictionary keeps one entry per name: its ids would shift, the head be dropped
+            raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes "
+                             f"{[k for k, other in enumerate(labels) if other == repeated[0]]}"
+                             f"{' (and repeats ' + ', '.join(map(repr, repeated[1:])) + ')' if repeated[1:] else ''}: "
+                             "fairseq's label dictionary needs one name per class; give each id its own name in "
+                             "id2label (and label2id)")
     outputs = len(labels) if labels is not None else 2  # L: classes, or QA's start and end
     dims = {"V": vocab, "C": hidden, "F": ffn, "P": source_rows, "L": outputs}
     forward = key_map(layers, base, is_longformer, tied, head)
     token_type_key = HF_TOKEN_TYPE.format(base=base)
-    expected = {hf: shape_of(spec, dims) for hf, spec in forward.values()}
+    expected = {hf: tuple(dims[d] for d in spec) for hf, spec in forward.values()}  # symbolic shapes in numbers
     expected[token_type_key] = (int(config.get("type_vocab_size", 1)), hidden)
     optional = {} if head is not None else {
         HF_DECODER_BIAS: (vocab,), **({HF_DECODER_WEIGHT: (vocab, hidden)} if tied else {})}
@@ -258,11 +240,8 @@ def _read_longformer(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path
                         "fairseq's masked_lm task appends it")
     assert dictionary.index("<mask>") == vocab - 1
     if labels is not None:  # label k at index nspecial + k, as the task reads it
-        label_dictionary = Dictionary()
-        for label in labels:
-            label_dictionary.add_symbol(label)
         files[head_task.label_dict] = scratch / "labels.txt"
-        label_dictionary.save(str(files[head_task.label_dict]))
+        files[head_task.label_dict].write_text("".join(f"{label} 1\n" for label in labels), encoding="utf-8")
     state = hf_to_fairseq_state(state, forward, token_type_key, max_positions, not is_longformer, tied, warnings)
     return FamilyRead(result, flags, dictionary, files, state, fresh_training_state(),
                       (head, outputs) if head is not None else None)

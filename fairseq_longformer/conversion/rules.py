@@ -1,5 +1,4 @@
-"""What every conversion shares: windows (ours one-sided w, HF's 2w), config rules, position tiling, key
-tables and the checked rename."""
+"""What every conversion shares: windows (one-sided w, HF's 2w), config rules, position tiling, key tables, renames."""
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
@@ -10,6 +9,20 @@ DICT_COPY = "fairseq_dict.txt"  # the fairseq dictionary, written by export, rea
 PLACEHOLDER = "hf:{}"  # dict.txt symbol for HF id k when no fairseq dictionary came along
 UNCHECKED = object()  # a config rule's default: an entry config.json lacks is not checked
 QKV = (("q", "query"), ("k", "key"), ("v", "value"))  # fairseq's projection -> HF's
+LAYER_MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj",
+                 "self_attn_layer_norm", "fc1", "fc2", "final_layer_norm")  # a fairseq transformer layer's
+CROSS_MODULES = tuple(f"encoder_attn.{m}_proj" for m in "qkv") + ("encoder_attn.out_proj", "encoder_attn_layer_norm")
+
+
+def hf_libraries(what: str):
+    """transformers (with safetensors), or ImportError naming the fix: the Hugging Face side needs both."""
+    try:
+        import safetensors.torch  # noqa: F401
+        import transformers
+    except ImportError as error:
+        raise ImportError(f"{what} needs transformers and safetensors (pip install 'fairseq-longformer[hf]'): "
+                          f"{error}") from error
+    return transformers
 
 
 def window_problems(windows: Sequence[int], layer_label: str = "layer") -> List[str]:
@@ -106,11 +119,6 @@ def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1
     else:
         raise ValueError(f"position init must be 'copy' or 'random', got {init!r}")
     return torch.cat([weight[:reserved], new.to(weight.dtype)], dim=0)
-
-
-def shape_of(spec: Sequence[str], dims: Mapping[str, int]) -> Tuple[int, ...]:
-    """A symbolic shape such as ("V", "C") in numbers."""
-    return tuple(int(dims[d]) for d in spec)
 
 
 def check_shapes(tensors: Mapping[str, Tensor], expected: Mapping[str, Tuple[int, ...]], what: str) -> None:

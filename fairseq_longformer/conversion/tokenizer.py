@@ -1,5 +1,4 @@
-"""The tokenizer ``longformer-export-hf`` writes, HF id == fairseq id: from the GPT-2 BPE files or the
-sentencepiece model the data was made with, or a carried transformers tokenizer."""
+"""The tokenizer ``longformer-export-hf`` writes (HF id == fairseq id): GPT-2 BPE, sentencepiece, or carried."""
 import json
 import logging
 import os
@@ -47,12 +46,12 @@ def _special_tokens(dictionary) -> Dict[str, Optional[str]]:
             "mask_token": "<mask>" if "<mask>" in dictionary.indices else None}
 
 
-def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_length: int):
+def gpt2_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
     """A RobertaTokenizer mapping each GPT-2 BPE token to its fairseq id (dict.txt lists GPT-2 ids as decimals)."""
     from transformers import RobertaTokenizer
-    encoder: Dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+    encoder: Dict[str, int] = json.loads(Path(files.gpt2_encoder_json).read_text(encoding="utf-8"))
     # exactly what fairseq's gpt2_bpe_utils.get_encoder reads: a version line, then merges
-    merges = [tuple(line.split()) for line in Path(vocab_bpe).read_text(encoding="utf-8").split("\n")[1:-1]]
+    merges = [tuple(line.split()) for line in Path(files.gpt2_vocab_bpe).read_text(encoding="utf-8").split("\n")[1:-1]]
     specials = _special_tokens(dictionary)
     vocab: Dict[str, int] = {token: dictionary.index(token) for token in map(specials.get, OWN_ID_ROLES) if token}
     absent = []
@@ -76,19 +75,21 @@ def gpt2_tokenizer(encoder_json: str, vocab_bpe: str, dictionary, model_max_leng
                        f"pieces than in fairseq (e.g. {absent[:5]})")
     tokenizer = RobertaTokenizer(vocab=vocab, merges=kept, add_prefix_space=False,
                                  model_max_length=model_max_length, **specials)
-    return tokenizer, {"vocab.json": vocab, "merges.txt": kept}
+    # written over save_pretrained's: the files transformers 4.x's slow GPT-2 tokenizer reads
+    return tokenizer, {"vocab.json": json.dumps(vocab, ensure_ascii=False),
+                       "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in kept)}
 
 
 _SP_NORMAL, _SP_USER_DEFINED, _SP_BYTE = 1, 4, 6  # sentencepiece's piece types
 
 
-def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
+def sentencepiece_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
     """A Unigram tokenizer over the sentencepiece pieces in the dictionary's order (entry k = symbol k)."""
     from google.protobuf.message import DecodeError
     from sentencepiece import sentencepiece_model_pb2
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
-    proto = sentencepiece_model_pb2.ModelProto()
+    proto, model_path = sentencepiece_model_pb2.ModelProto(), files.sentencepiece_model
     try:
         proto.ParseFromString(Path(model_path).read_bytes())
     except DecodeError as error:
@@ -107,8 +108,7 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
     specials = _special_tokens(dictionary)
     score = {p: s for p, s, t in pieces if t in (_SP_NORMAL, _SP_USER_DEFINED)}
     kinds = {p: t for p, _, t in pieces}
-    normal = [s for p, s, t in pieces if t == _SP_NORMAL]
-    lowest = min(normal) if normal else 0.0
+    lowest = min((s for p, s, t in pieces if t == _SP_NORMAL), default=0.0)
     vocab = [(symbol, score.get(symbol, lowest)) for symbol in dictionary.symbols]
     for token in filter(None, map(specials.get, OWN_ID_ROLES)):  # the specials with an id of their own
         vocab[dictionary.index(token)] = (token, 0.0)
@@ -118,9 +118,7 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
                        f"the exported tokenizer cannot produce them and segments around them (e.g. {absent[:5]})")
     byte_fallback = trainer.byte_fallback and any(kinds.get(p) == _SP_BYTE for p in dictionary.symbols)
     tok = Tokenizer(models.Unigram(vocab, unk_id=dictionary.unk(), byte_fallback=byte_fallback))
-    steps = []
-    if normalizer.precompiled_charsmap:
-        steps.append(normalizers.Precompiled(normalizer.precompiled_charsmap))
+    steps = [normalizers.Precompiled(normalizer.precompiled_charsmap)] if normalizer.precompiled_charsmap else []
     if normalizer.remove_extra_whitespaces:
         steps += [normalizers.Strip(left=True, right=True), normalizers.Replace(Regex(" {2,}"), " ")]
     if steps:
@@ -141,9 +139,10 @@ def sentencepiece_tokenizer(model_path: str, dictionary, model_max_length: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **specials), {}
 
 
-def carried_tokenizer(folder: str, dictionary, model_max_length: int):
-    """The transformers tokenizer in ``folder``, checked to give the dictionary's ids (count, specials)."""
+def carried_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
+    """The transformers tokenizer in ``files.hf_folder``, checked to give the dictionary's ids (count, specials)."""
     from transformers import AutoTokenizer
+    folder = files.hf_folder
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, model_max_length=model_max_length)
     except (OSError, ValueError) as error:
@@ -162,23 +161,11 @@ def carried_tokenizer(folder: str, dictionary, model_max_length: int):
 
 
 def build_tokenizer(files: TokenizerFiles, dictionary, model_max_length: int):
-    """(transformers tokenizer, extra files to write) for ``files``; None when no tokenizer given."""
-    builders = {"gpt2": lambda: gpt2_tokenizer(files.gpt2_encoder_json, files.gpt2_vocab_bpe, dictionary, model_max_length),
-                "sentencepiece": lambda: sentencepiece_tokenizer(files.sentencepiece_model, dictionary, model_max_length),
-                "hf": lambda: carried_tokenizer(files.hf_folder, dictionary, model_max_length)}
+    """(transformers tokenizer, {file name: text} to write after it) for ``files``; (None, {}) for no tokenizer."""
+    kind = files.kind
     try:
-        if files.kind is not None:
-            return builders[files.kind]()
+        builder = {"gpt2": gpt2_tokenizer, "sentencepiece": sentencepiece_tokenizer, "hf": carried_tokenizer}.get(kind)
+        return builder(files, dictionary, model_max_length) if builder else (None, {})
     except ImportError as error:
         raise ImportError(f"exporting a tokenizer needs transformers and tokenizers "
                           f"(pip install 'fairseq-longformer[hf]'): {error}") from error
-    return None, {}
-
-
-def save_tokenizer(folder, tokenizer, extra_files: Dict[str, object]) -> None:
-    """``tokenizer`` into ``folder``, with the vocab.json / merges.txt transformers 4.x's slow GPT-2 tokenizer reads."""
-    tokenizer.save_pretrained(str(folder))
-    if "vocab.json" in extra_files:
-        Path(folder, "vocab.json").write_text(json.dumps(extra_files["vocab.json"], ensure_ascii=False), "utf-8")
-        Path(folder, "merges.txt").write_text(
-            "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in extra_files["merges.txt"]), encoding="utf-8")

@@ -1,1 +1,1 @@
-"""One adapter per model family at the Hugging Face boundary: ``longformer`` (+ ``longformer_heads``) and ``led``."""
+"""One adapter per model family at the Hugging Face boundary: ``longformer`` (with its task heads) and ``led``."""

@@ -6,19 +6,16 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..rules import QKV, from_hf_windows, renamed, rule_problems, stack_problems, table_keys, window_problems
+from ..rules import CROSS_MODULES, LAYER_MODULES, QKV, from_hf_windows, renamed, rule_problems, stack_problems, \
+    table_keys, window_problems
 
 _HF_ATTN = "self_attn.longformer_self_attn."
 ENCODER_LAYER = (  # fairseq module -> HF module, in every encoder layer
     *((f"self_attn.{fs}{kind}_proj", f"{_HF_ATTN}{hf}{kind}") for kind in ("", "_global") for fs, hf in QKV),
     ("self_attn.out_proj", "self_attn.output"),
-    *((name, name) for name in ("self_attn_layer_norm", "fc1", "fc2", "final_layer_norm")),
+    *((name, name) for name in LAYER_MODULES[4:]),  # the layer norms and the FFN
 )
-DECODER_LAYER = tuple((name, name) for name in (  # BART's layer on both sides
-    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", "self_attn_layer_norm",
-    "encoder_attn.q_proj", "encoder_attn.k_proj", "encoder_attn.v_proj", "encoder_attn.out_proj",
-    "encoder_attn_layer_norm", "fc1", "fc2", "final_layer_norm",
-))
+DECODER_LAYER = tuple((name, name) for name in LAYER_MODULES + CROSS_MODULES)  # BART's layer on both sides
 KEY_TABLE = (  # rules.table_keys' rows ({e} / {d}: an encoder / decoder layer); shapes checked on the built models
     *((f"encoder.layers.{{e}}.{fs}", f"led.encoder.layers.{{e}}.{hf}", (), ()) for fs, hf in ENCODER_LAYER),
     *((f"decoder.layers.{{d}}.{fs}", f"led.decoder.layers.{{d}}.{hf}", (), ()) for fs, hf in DECODER_LAYER),
@@ -36,22 +33,20 @@ HF_FIELDS = {"vocab": "vocab_size", "width": "d_model", "encoder_layers": "encod
              "encoder_heads": "encoder_attention_heads", "decoder_heads": "decoder_attention_heads",
              "encoder_positions": "max_encoder_position_embeddings",
              "decoder_positions": "max_decoder_position_embeddings"}
-# config.json entry -> the HF tensor (any of the names: one tied table) and dimension holding the same number
 DROPOUTS = {"dropout": 0.1, "attention_dropout": 0.0, "activation_dropout": 0.0}  # HF's name and default
+# config.json entry -> the HF tensor (any of the names: one tied table) and dimension holding the same number
 HF_SIZES = {
     "vocab_size": ((TOKENS[1], *HF_TIED), 0), "d_model": ((TOKENS[1], *HF_TIED), 1),
-    "max_encoder_position_embeddings": (POSITIONS[0][1], 0), "max_decoder_position_embeddings": (POSITIONS[1][1], 0),
-    "encoder_ffn_dim": ("led.encoder.layers.0.fc1.weight", 0), "decoder_ffn_dim": ("led.decoder.layers.0.fc1.weight", 0),
-}
+    **{f"max_{stack}_position_embeddings": (hf, 0) for (_, hf), stack in zip(POSITIONS, ("encoder", "decoder"))},
+    **{f"{stack}_ffn_dim": (f"led.{stack}.layers.0.fc1.weight", 0) for stack in ("encoder", "decoder")}}
 HF_LAYER_COUNTS = {"encoder_layers": "led.encoder.layers.", "decoder_layers": "led.decoder.layers."}
 HF_HEAD_COUNTS = ("encoder_attention_heads", "decoder_attention_heads")
-CONFIG_RULES = (  # (config.json entry, its default, ok, why)
+CONFIG_RULES = (  # (config.json entry, its default, ok, why); fairseq's decoder starts with </s>
     ("activation_function", "gelu", lambda v: v == "gelu", "the fairseq LED is built with exact gelu only"),
     ("scale_embedding", False, lambda v: not v, "fairseq's BART does not scale embeddings"),
     ("tie_word_embeddings", True, bool, "fairseq's BART shares one token table (--share-all-embeddings)"),
-    *((name, i, lambda v, i=i: v == i, f"fairseq's dictionary and decoder fix it to {i}")  # the decoder starts with </s>
-      for name, i in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2), ("decoder_start_token_id", 2))),
-)
+    *((name, i, lambda v, i=i: v == i, f"fairseq's dictionary and decoder fix it to {i}")
+      for name, i in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2), ("decoder_start_token_id", 2))))
 
 
 @dataclass
@@ -77,16 +72,11 @@ class LEDLayout:
         return {fs: hf for fs, (hf, _) in table_keys(KEY_TABLE, {"e": self.encoder_layers,
                                                                 "d": self.decoder_layers}).items()}
 
-    def hf_config(self, dictionary) -> Dict[str, object]:
-        return {
-            "architectures": ["LEDForConditionalGeneration"], "model_type": "led",
-            **{hf: getattr(self, name) for name, hf in HF_FIELDS.items()},
-            "attention_window": [2 * w for w in self.windows], "activation_function": "gelu",
-            **{name: getattr(self, name) for name in DROPOUTS},
-            "pad_token_id": dictionary.pad(), "bos_token_id": dictionary.bos(), "eos_token_id": dictionary.eos(),
-            "decoder_start_token_id": dictionary.eos(),  # fairseq's prev_output_tokens start with </s>
-            "is_encoder_decoder": True, "tie_word_embeddings": True,
-        }
+    def hf_config(self) -> Dict[str, object]:
+        fixed = {name: value for name, value, _, _ in CONFIG_RULES}  # what the import accepts: fairseq's ids, gelu
+        return {"architectures": ["LEDForConditionalGeneration"], "model_type": "led", "is_encoder_decoder": True,
+                **fixed, **{hf: getattr(self, name) for name, hf in HF_FIELDS.items()},
+                **{name: getattr(self, name) for name in DROPOUTS}, "attention_window": [2 * w for w in self.windows]}
 
     @classmethod
     def from_hf_config(cls, config: Dict[str, object], where: str) -> "LEDLayout":
@@ -107,10 +97,9 @@ class LEDLayout:
                    **{name: float(config.get(name, default)) for name, default in DROPOUTS.items()})
 
     def model_dims(self) -> Dict[str, int]:  # as fairseq's flags name them
-        return {"encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers,
-                "encoder_embed_dim": self.width, "decoder_embed_dim": self.width,
-                "encoder_ffn_embed_dim": self.encoder_ffn, "decoder_ffn_embed_dim": self.decoder_ffn,
-                "encoder_attention_heads": self.encoder_heads, "decoder_attention_heads": self.decoder_heads}
+        return {f"{stack}_{flag}": getattr(self, name.format(stack)) for stack in ("encoder", "decoder") for flag, name
+                in (("layers", "{}_layers"), ("embed_dim", "width"), ("ffn_embed_dim", "{}_ffn"),
+                    ("attention_heads", "{}_heads"))}
 
     def arch(self) -> str:  # the sizes are given explicitly anyway
         return "led_large" if (self.width, self.encoder_layers) == (1024, 12) else "led_base"
@@ -125,7 +114,8 @@ def inspect_led(model) -> LEDLayout:
     windows = [layer.self_attn.config.pattern.window for layer in encoder.layers]
     problems = window_problems(windows, "encoder layer") + stack_problems("encoder", encoder, "HF's LED") \
         + stack_problems("decoder", decoder, "HF's LED", longformer_layers=False)
-    if decoder.embed_tokens is not encoder.embed_tokens or decoder.output_projection.weight is not encoder.embed_tokens.weight:
+    tokens = encoder.embed_tokens
+    if decoder.embed_tokens is not tokens or decoder.output_projection.weight is not tokens.weight:
         problems.append("embeddings not shared between encoder, decoder and output (--share-all-embeddings, as BART)")
     if getattr(decoder, "project_in_dim", None) is not None or getattr(decoder, "project_out_dim", None) is not None:
         problems.append("decoder input/output dims differ from its width")

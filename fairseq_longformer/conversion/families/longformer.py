@@ -1,19 +1,19 @@
-"""fairseq's Longformer (masked LM, classification, QA) <-> HF ``LongformerFor*`` (RoBERTa family on import).
+"""fairseq's Longformer (masked LM, classification, QA) <-> HF ``LongformerFor*`` (RoBERTa family on import), and
+the task head an export carries (heads no transformers class computes are refused).
 Shapes: V vocabulary, C hidden, F ffn, P position rows, L outputs."""
 import logging
-from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from dataclasses import dataclass, field, fields
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ...models.global_projections import add_missing_global_projections
-from ..rules import QKV, UNCHECKED, check_shapes, extend_positions, from_hf_windows, is_exact_gelu, renamed, \
-    rule_problems, shape_of, stack_problems, table_keys, window_problems
-from .longformer_heads import HEAD_MODULES, HeadRef, head_config, head_layout, model_heads
+from ..rules import QKV, UNCHECKED, check_shapes, extend_positions, is_exact_gelu, renamed, rule_problems, \
+    stack_problems, table_keys, window_problems
 
 logger = logging.getLogger(__name__)
-
+HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}  # kind -> ModuleDict
 # The key table: fairseq module, HF module, weight shape, bias shape (None: no such tensor), when it
 # applies ("global": HF Longformer only; "lm": the LM head; "untied": its own output projection).
 FS_ENCODER = "encoder.sentence_encoder."
@@ -34,13 +34,11 @@ MODULE_TABLE = (
     ("encoder.lm_head.dense", "lm_head.dense", _CC, _C, "lm"),
     ("encoder.lm_head.layer_norm", "lm_head.layer_norm", _C, _C, "lm"),
     ("encoder.lm_head", "lm_head", None, ("V",), "lm"),
-    ("encoder.lm_head", "lm_head.decoder", ("V", "C"), None, "untied"),
-)
+    ("encoder.lm_head", "lm_head.decoder", ("V", "C"), None, "untied"))
 HEAD_TABLE = (  # as MODULE_TABLE, the head kind first ({name}: the head's name)
     ("classification", "classification_heads.{name}.dense", "classifier.dense", _CC, _C),
     ("classification", "classification_heads.{name}.out_proj", "classifier.out_proj", ("L", "C"), ("L",)),
-    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)),
-)
+    ("span", "span_heads.{name}.qa_outputs", "qa_outputs", ("L", "C"), ("L",)))
 # HF tensors with no fairseq counterpart
 HF_TOKEN_TYPE = "{base}.embeddings.token_type_embeddings.weight"
 HF_DECODER_BIAS = "lm_head.decoder.bias"  # HF's alias of lm_head.bias
@@ -59,8 +57,106 @@ HF_BASE = {"longformer": "longformer", "roberta": "roberta"}  # source family ->
 ROBERTA_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert")
 ROBERTA_SHAPED = tuple(f"{prefix}For{head}" for prefix in ("Roberta", "XLMRoberta", "Camembert")
                        for head in ("MaskedLM", "SequenceClassification", "QuestionAnswering"))
+# ExportLayout field -> its config.json entry: the export writes them, the import reads the sizes (first 6) back
+HF_CONFIG = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads", "hidden": "hidden_size",
+             "ffn": "intermediate_size", "vocab": "vocab_size", "position_rows": "max_position_embeddings",
+             "dropout": "hidden_dropout_prob", "attention_dropout": "attention_probs_dropout_prob",
+             "layer_norm_eps": "layer_norm_eps", "tied": "tie_word_embeddings"}
 FAIRSEQ_LAYERNORM_EPS = 1e-5  # fairseq's LayerNorm default; no flag changes it
 WEIGHTS_NAME = "model.safetensors"
+# config.json entry -> the HF tensor and dimension holding the same number (checked before sizing anything)
+HF_SIZES = {
+    "vocab_size": ("{base}.embeddings.word_embeddings.weight", 0),
+    "hidden_size": ("{base}.embeddings.word_embeddings.weight", 1),
+    "max_position_embeddings": ("{base}.embeddings.position_embeddings.weight", 0),
+    "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0)}
+HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
+FAIRSEQ_IDS = (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))  # fixed by fairseq's Dictionary
+CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries config.json has are checked
+    ("hidden_act", UNCHECKED, lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only"),
+    ("layer_norm_eps", UNCHECKED, lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
+     f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)"),
+    ("position_embedding_type", UNCHECKED, lambda v: v in (None, "absolute"),
+     "only absolute (learned) positions have a fairseq counterpart"),
+    ("is_decoder", UNCHECKED, lambda v: not v, "a decoder (causal) model is not a masked LM encoder"),
+    ("add_cross_attention", UNCHECKED, lambda v: not v, "cross-attention has no counterpart in the encoder"),
+    ("problem_type", UNCHECKED, lambda v: v in (None, "single_label_classification"),
+     "fairseq's longformer_classification trains single-label cross-entropy"))
+
+
+class HeadRef(NamedTuple):
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class HeadTask:
+    task: str
+    name_field: str
+    token_dict: str
+    label_dict: Optional[str] = None
+
+    @property
+    def default_name(self) -> str:
+        from fairseq.tasks import TASK_DATACLASS_REGISTRY
+        return {f.name: f.default for f in fields(TASK_DATACLASS_REGISTRY[self.task])}[self.name_field]
+
+    def flags(self, name: str) -> List[str]:  # the criterion has the task's name
+        return ["--task", self.task, "--criterion", self.task, "--" + self.name_field.replace("_", "-"), name]
+
+
+HEAD_TASKS = {"classification": HeadTask("longformer_classification", "classification_head_name", "input0/dict.txt",
+                                          "label/dict.txt"),
+              "span": HeadTask("longformer_qa", "span_head_name", "dict.txt")}
+MLM_TOKEN_DICT = "dict.txt"  # longformer_mlm reads DATA/dict.txt
+HOTPOTQA_HEAD = ("a HotpotQA head (task longformer_hotpotqa: answer span, question type, supporting paragraphs "
+                 "and sentences)")
+NO_HF_CLASS = {  # a tensor only that head holds -> what it is (span heads told apart by their layers' names)
+    "question_type.out_proj.weight": HOTPOTQA_HEAD,
+    "question_type.weight": HOTPOTQA_HEAD,  # checkpoints from before its type head had two layers
+    "candidate_score.weight": "a WikiHop candidate head (task longformer_wikihop: one logit per [ent] token)",
+    "mention_ffnn.0.weight": "a coreference head (task longformer_coref: the coarse-to-fine span and antecedent "
+                             "scorer)"}
+
+
+def model_heads(model) -> List[HeadRef]:
+    return [HeadRef(kind, name) for kind, attr in HEAD_MODULES.items() for name in getattr(model, attr, {})]
+
+
+def choose_head(heads: Sequence[HeadRef], name: Optional[str], where: str) -> Optional[HeadRef]:
+    """The head to export: the one named, else the only one, else None (a masked LM)."""
+    listing = ", ".join(f"{h.name!r} ({h.kind})" for h in heads) or "none"
+    if name is None:
+        if len(heads) > 1:
+            raise ValueError(f"{where} has {len(heads)} heads ({listing}) and a Hugging Face model carries "
+                             "one: choose it with --head-name NAME")
+        return heads[0] if heads else None
+    named = [h for h in heads if h.name == name]
+    if len(named) != 1:
+        raise ValueError(f"--head-name {name!r}: {where} has {'several heads' if named else 'no head'} of that "
+                         f"name; its heads: {listing}")
+    return named[0]
+
+
+def refuse_heads_without_hf_class(head: Optional[HeadRef], tensor_names) -> None:
+    """ValueError (one line) when ``head``, holding ``tensor_names``, is a head no transformers class computes."""
+    for name, what in NO_HF_CLASS.items() if head is not None and head.kind == "span" else ():
+        if name in tensor_names:
+            raise ValueError(f"head {head.name!r} is {what}, which no transformers class computes: nothing written; "
+                             "export the encoder alone with --encoder-only (LongformerForMaskedLM, whose encoder "
+                             "LongformerModel.from_pretrained loads)")
+
+
+def head_module(model, head: HeadRef) -> nn.Module:
+    return getattr(model, HEAD_MODULES[head.kind])[head.name]
+
+
+def register_head(model, head: HeadRef, outputs: int, inner_dim: Optional[int] = None) -> None:
+    """Add ``head`` with fresh weights through the model's own registration (as the tasks do)."""
+    if head.kind == "classification":
+        model.register_classification_head(head.name, num_classes=outputs, inner_dim=inner_dim)
+    else:
+        model.register_span_head(head.name)  # always C -> 2
 
 
 def source_family(config: Mapping) -> Optional[str]:
@@ -107,20 +203,22 @@ class ExportLayout:
     outputs: int = 0  # L: the task head's outputs
     warnings: List[str] = field(default_factory=list)
 
-    def hf_config(self, dictionary, labels: Optional[List[str]] = None) -> Dict[str, object]:
-        """The LongformerConfig fields (``labels``: a classification head's class names)."""
-        return {
-            "architectures": [HF_ARCHITECTURES[self.head and self.head.kind]], "vocab_size": self.vocab,
-            "hidden_size": self.hidden, "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
-            "intermediate_size": self.ffn, "hidden_act": "gelu", "hidden_dropout_prob": self.dropout,
-            "attention_probs_dropout_prob": self.attention_dropout, "max_position_embeddings": self.position_rows,
-            "type_vocab_size": 1,  # one all-zero row (fairseq has no segment embeddings)
-            "initializer_range": 0.02, "layer_norm_eps": self.layer_norm_eps, "pad_token_id": dictionary.pad(),
-            "bos_token_id": dictionary.bos(), "eos_token_id": dictionary.eos(),
-            "sep_token_id": dictionary.eos(),  # RoBERTa separates segments with </s>
-            "attention_window": [2 * w for w in self.windows], "tie_word_embeddings": self.tied,
-            **head_config(self.head, self.outputs, labels),
-        }
+    def hf_config(self, labels: Optional[List[str]] = None) -> Dict[str, object]:
+        """The LongformerConfig fields (``labels``: a classification head's class names, else LABEL_k)."""
+        config = {"architectures": [HF_ARCHITECTURES[self.head and self.head.kind]], "hidden_act": "gelu",
+                  **{hf: getattr(self, name) for name, hf in HF_CONFIG.items()}, "initializer_range": 0.02,
+                  "type_vocab_size": 1,  # one all-zero row (fairseq has no segment embeddings)
+                  **dict(FAIRSEQ_IDS), "sep_token_id": 2,  # the import's ids; RoBERTa separates segments with </s>
+                  "attention_window": [2 * w for w in self.windows]}
+        if self.head is None or self.head.kind == "span":
+            return {**config, **({"num_labels": self.outputs} if self.head else {})}
+        names = list(labels) if labels is not None else [f"LABEL_{k}" for k in range(self.outputs)]
+        if len(names) != self.outputs:
+            raise ValueError(f"the label dictionary has {len(names)} labels but classification head "
+                             f"{self.head.name!r} has {self.outputs} outputs: pass the label/dict.txt the model was "
+                             "trained with (--label-dict)")
+        return {**config, "id2label": dict(enumerate(names)), "label2id": {n: k for k, n in enumerate(names)},
+                "problem_type": "single_label_classification"}
 
     def hf_state(self, state: Mapping[str, Tensor]) -> Dict[str, Tensor]:
         """fairseq state dict -> model.safetensors' tensors (not: versions, other heads, a head export's LM head)."""
@@ -131,13 +229,14 @@ class ExportLayout:
         if self.tied and self.head is None:
             assert torch.equal(state[FAIRSEQ_TIED_HEAD], state[FAIRSEQ_TOKENS]), "tied LM head differs from embeddings"
             state.pop(FAIRSEQ_TIED_HEAD)
-        out = renamed(state, {fs: hf for fs, (hf, _) in mapping.items()}, "fairseq state dict does not match the key map")
+        out = renamed(state, {fs: hf for fs, (hf, _) in mapping.items()},
+                      "fairseq state dict does not match the key map")
         out = {hf: value.detach().to("cpu", torch.float32).contiguous().clone() for hf, value in out.items()}
         out[HF_TOKEN_TYPE.format(base="longformer")] = torch.zeros(1, self.hidden)  # adds nothing to any embedding
         if self.head is None:  # HF's alias of lm_head.bias: written so every HF version finds it
             out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
         dims = {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows, "L": self.outputs}
-        check_shapes(out, {**{hf: shape_of(spec, dims) for hf, spec in mapping.values()},
+        check_shapes(out, {**{hf: tuple(dims[d] for d in spec) for hf, spec in mapping.values()},
                            HF_TOKEN_TYPE.format(base="longformer"): (1, self.hidden),
                            **({HF_DECODER_BIAS: (self.vocab,)} if self.head is None else {})}, "exported tensors")
         return out
@@ -164,28 +263,6 @@ def hf_to_fairseq_state(state: Mapping[str, Tensor], forward: Mapping, token_typ
     return new
 
 
-# config.json entry -> the HF tensor and dimension holding the same number (checked before sizing anything)
-HF_SIZES = {
-    "vocab_size": ("{base}.embeddings.word_embeddings.weight", 0),
-    "hidden_size": ("{base}.embeddings.word_embeddings.weight", 1),
-    "max_position_embeddings": ("{base}.embeddings.position_embeddings.weight", 0),
-    "intermediate_size": ("{base}.encoder.layer.0.intermediate.dense.weight", 0),
-}
-HF_LAYER_COUNTS = {"num_hidden_layers": "{base}.encoder.layer."}
-FAIRSEQ_IDS = (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2))  # fixed by fairseq's Dictionary
-CONFIG_RULES = (  # (config.json entry, default, ok, why); only the entries config.json has are checked
-    ("hidden_act", UNCHECKED, lambda v: v == "gelu", "fairseq's Longformer is exported/imported with exact GELU only"),
-    ("layer_norm_eps", UNCHECKED, lambda v: abs(float(v) - FAIRSEQ_LAYERNORM_EPS) <= 1e-12,
-     f"fairseq's layer norms use eps {FAIRSEQ_LAYERNORM_EPS} (no flag changes it)"),
-    ("position_embedding_type", UNCHECKED, lambda v: v in (None, "absolute"),
-     "only absolute (learned) positions have a fairseq counterpart"),
-    ("is_decoder", UNCHECKED, lambda v: not v, "a decoder (causal) model is not a masked LM encoder"),
-    ("add_cross_attention", UNCHECKED, lambda v: not v, "cross-attention has no counterpart in the encoder"),
-    ("problem_type", UNCHECKED, lambda v: v in (None, "single_label_classification"),
-     "fairseq's longformer_classification trains single-label cross-entropy"),
-)
-
-
 def config_problems(config: Mapping) -> List[str]:
     """What in a HF config.json fairseq's Longformer cannot take, one line each (no size is read)."""
     # CamemBERT's bos 5, eos 6: fairseq's 0 and 2 kept as <s>NOTUSED, </s>NOTUSED (checked on import)
@@ -193,18 +270,6 @@ def config_problems(config: Mapping) -> List[str]:
     return rule_problems(config, CONFIG_RULES + tuple(
         (name, UNCHECKED, lambda v, i=i: v is None or v == i, f"fairseq's Dictionary fixes this id to {i}")
         for name, i in ids))
-
-
-def size_problems(config: Mapping, model_type: str) -> List[str]:
-    """Sizes (checked against the tensors) fairseq's Longformer cannot take: heads, windows."""
-    problems: List[str] = []
-    heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
-    if heads < 1 or hidden % heads:
-        problems.append(f"num_attention_heads = {heads} does not divide hidden_size {hidden}")
-    if model_type == "longformer":
-        problem = from_hf_windows(config.get("attention_window"), int(config["num_hidden_layers"]))[1]
-        problems += [problem] if problem else []
-    return problems
 
 
 def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLayout:
@@ -223,8 +288,24 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
         problems.append("--quant-noise-pq: quantization noise has no HF equivalent")
     lm_head, hidden = model.encoder.lm_head, encoder.embed_tokens.weight.shape[1]
     dropout = float(layers[0].dropout_module.p)
-    outputs, head_problems, head_warnings = (0, [], []) if head is None else head_layout(model, head, hidden, dropout)
-    problems += head_problems
+    outputs, head_warnings, module = 0, [], head_module(model, head) if head is not None else None
+    if head is not None and head.kind != "classification":  # a span head is exactly HF's qa_outputs
+        outputs = module.qa_outputs.out_features
+    elif head is not None:
+        outputs = module.out_proj.out_features
+        if module.dense.out_features != hidden:
+            problems.append(f"classification head {head.name!r}: inner dimension {module.dense.out_features}; HF's "
+                            f"classifier.dense is hidden x hidden ({hidden})")
+        if module.activation_fn is not torch.tanh:
+            problems.append(f"--pooler-activation-fn: classification head {head.name!r} uses "
+                            f"{getattr(module.activation_fn, '__name__', module.activation_fn)}; HF's classifier "
+                            "hard-codes tanh")
+        if hasattr(module.out_proj, "weight_orig"):
+            problems.append("--spectral-norm-classification-head: HF's classifier.out_proj is a plain Linear")
+        if module.dropout.p != dropout:
+            head_warnings.append(f"--pooler-dropout {module.dropout.p} is not exported: HF's classifier applies "
+                                 f"hidden_dropout_prob ({dropout}) (training only; outputs in eval mode are "
+                                 "unaffected)")
     if head is None and not is_exact_gelu(lm_head.activation_fn):
         problems.append(f"--activation-fn: the LM head uses {getattr(lm_head.activation_fn, '__name__', '?')}; "
                         "HF's Longformer LM head hard-codes exact GELU")
@@ -246,13 +327,12 @@ def inspect_model(model, dictionary, head: Optional[HeadRef] = None) -> ExportLa
     others = [h.name for h in model_heads(model) if h != head]
     warnings = ([f"heads {others} are not exported (a Hugging Face model carries one head)"] if others else [])
     warnings += head_warnings
-    activation_dropout = float(getattr(layers[0].activation_dropout_module, "p", 0.0))
-    if activation_dropout > 0:
-        warnings.append(f"--activation-dropout {activation_dropout} is not exported: HF has no dropout after the "
-                        "FFN activation (training only; outputs in eval mode are unaffected)")
-    if float(getattr(encoder, "encoder_layerdrop", 0.0) or 0.0) > 0:
-        warnings.append(f"--encoder-layerdrop {encoder.encoder_layerdrop} is not exported: HF has no layer drop "
-                        "(training only; outputs in eval mode are unaffected)")
+    for flag, value, what in (("--activation-dropout", getattr(layers[0].activation_dropout_module, "p", 0.0),
+                               "dropout after the FFN activation"),
+                              ("--encoder-layerdrop", getattr(encoder, "encoder_layerdrop", 0.0), "layer drop")):
+        if float(value or 0.0) > 0:
+            warnings.append(f"{flag} {float(value)} is not exported: HF has no {what} (training only; outputs in eval "
+                            "mode are unaffected)")
     attention = layers[0].self_attn
     return ExportLayout(
         num_layers=len(layers), num_heads=attention.num_heads, hidden=hidden, ffn=layers[0].fc1.out_features,

@@ -2,6 +2,7 @@
 inputs end with exit 2 and one line naming the file and the fix, no traceback, nothing written and
 the inputs untouched (a snapshot of the folder before and after)."""
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -135,3 +136,12 @@ def test_a_config_without_layer_norm_eps_is_read_as_transformers_reads_it(hf_fol
     refused(import_cli, [folder, tmp_path / "out"], folder, tmp_path / "out", capsys,
             f"layer_norm_eps = {read_by_transformers!r}", "config.json has no layer_norm_eps",
             '"layer_norm_eps": 1e-05')
+
+
+def test_import_without_transformers_names_the_extra(hf_folder, tmp_path, capsys, monkeypatch):
+    """Without transformers (``sys.modules[...] = None`` makes its import fail as if absent) the import
+    is one line naming the extra to install, exit 2, and no output folder."""
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    err = refused(import_cli, [hf_folder, tmp_path / "out"], hf_folder, tmp_path / "out", capsys,
+                  "pip install 'fairseq-longformer[hf]'")
+    assert "longformer-import-hf" in err

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fairseq_longformer.conversion.families.longformer_heads import NO_HF_CLASS
+from fairseq_longformer.conversion.families.longformer import NO_HF_CLASS
 from fairseq_longformer.models.heads import LongformerHotpotQAHead
 
 C = 16
