@@ -24,7 +24,8 @@ from .fairseq_checkpoint import ConvertedCheckpoint, DictionaryTask, fresh_train
 from .fairseq_sources import LED_CRITERION, LEDConversionResult, parse_windows
 from .hf_folder import HF_TOKENIZER_FILES, check_sizes, folder_dictionary, hf_special_ids, load_safetensors, \
     read_hf_config, read_weights, unigram_pieces
-from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, hf_libraries, renamed
+from .rules import PLACEHOLDER, check_extendable, check_shapes, filled_from, from_hf_windows, hf_libraries, renamed, \
+    shape_of
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,32 @@ def check_folder(hf_dir) -> Mapping:
     return config
 
 
+def _head(state: Mapping[str, Tensor], hf_dir: Path, head_name: Optional[str]) -> Optional[HeadRef]:
+    """The head the folder's tensors hold (None: a masked LM), named ``head_name`` or its task's default."""
+    kinds = [kind for kind, prefix in HF_HEAD_PREFIXES.items() if any(k.startswith(prefix) for k in state)]
+    if len(kinds) != 1:
+        raise ValueError(f"{str(hf_dir)!r} holds {'no' if not kinds else 'several'} head tensors ("
+                         f"{', '.join(p + '*' for p in HF_HEAD_PREFIXES.values())}): import needs one masked-LM, "
+                         "sequence-classification or question-answering model, not the bare encoder")
+    if kinds[0] is None and head_name is not None:
+        raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
+    return HeadRef(kinds[0], head_name or HEAD_TASKS[kinds[0]].default_name) if kinds[0] else None
+
+
+def _labels(config: Mapping, hf_dir: Path) -> List[str]:
+    """A classification folder's class names in id order (HF's default: 2 classes, LABEL_k)."""
+    id2label = config.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}
+    labels = [id2label[str(k)] for k in range(len(id2label))]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:  # fairseq's label dictionary keeps one entry per name: its ids would shift, the head be dropped
+        raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes "
+                         f"{[k for k, other in enumerate(labels) if other == repeated[0]]}"
+                         f"{' (and repeats ' + ', '.join(map(repr, repeated[1:])) + ')' if repeated[1:] else ''}: "
+                         "fairseq's label dictionary needs one name per class; give each id its own name in "
+                         "id2label (and label2id)")
+    return labels
+
+
 def _read_longformer(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path, max_positions: Optional[int],
                      attention_window, head_name: Optional[str]) -> FamilyRead:
     """A Longformer or RoBERTa-family folder (masked LM, classification or QA) read for ``_import``."""
@@ -165,30 +192,13 @@ def _read_longformer(hf_dir: Path, config: Mapping, out_abs: Path, scratch: Path
     check_extendable(source_rows - 2, max_positions)  # 2: fairseq's reserved rows (padding_idx 1 + 1)
     # the folder's tensors against the key map's names and shapes, HF's tied copies equal
     state = read_weights(hf_dir)
-    kinds = [kind for kind, prefix in HF_HEAD_PREFIXES.items() if any(k.startswith(prefix) for k in state)]
-    if len(kinds) != 1:
-        raise ValueError(f"{str(hf_dir)!r} holds {'no' if not kinds else 'several'} head tensors ("
-                         f"{', '.join(p + '*' for p in HF_HEAD_PREFIXES.values())}): import needs one masked-LM, "
-                         "sequence-classification or question-answering model, not the bare encoder")
-    if kinds[0] is None and head_name is not None:
-        raise ValueError(f"--head-name {head_name!r}: {str(hf_dir)!r} is a masked LM, it has no task head to name")
-    head = HeadRef(kinds[0], head_name or HEAD_TASKS[kinds[0]].default_name) if kinds[0] else None
-    labels = None
-    if head is not None and head.kind == "classification":  # class names in id order (HF's default: 2, LABEL_k)
-        id2label = config.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}
-        labels = [id2label[str(k)] for k in range(len(id2label))]
-        repeated = sorted({label for label in labels if labels.count(label) > 1})
-        if repeated:  # fairseq's label dictionary keeps one entry per name: its ids would shift, the head be dropped
-            raise ValueError(f"{str(hf_dir / 'config.json')!r}: id2label gives the name {repeated[0]!r} to the classes "
-                             f"{[k for k, other in enumerate(labels) if other == repeated[0]]}"
-                             f"{' (and repeats ' + ', '.join(map(repr, repeated[1:])) + ')' if repeated[1:] else ''}: "
-                             "fairseq's label dictionary needs one name per class; give each id its own name in "
-                             "id2label (and label2id)")
+    head = _head(state, hf_dir, head_name)
+    labels = _labels(config, hf_dir) if head is not None and head.kind == "classification" else None
     outputs = len(labels) if labels is not None else 2  # L: classes, or QA's start and end
     dims = {"V": vocab, "C": hidden, "F": ffn, "P": source_rows, "L": outputs}
     forward = key_map(layers, base, is_longformer, tied, head)
     token_type_key = HF_TOKEN_TYPE.format(base=base)
-    expected = {hf: tuple(dims[d] for d in spec) for hf, spec in forward.values()}  # symbolic shapes in numbers
+    expected = {hf: shape_of(spec, dims) for hf, spec in forward.values()}
     expected[token_type_key] = (int(config.get("type_vocab_size", 1)), hidden)
     optional = {} if head is not None else {
         HF_DECODER_BIAS: (vocab,), **({HF_DECODER_WEIGHT: (vocab, hidden)} if tied else {})}

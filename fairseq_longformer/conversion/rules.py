@@ -121,6 +121,11 @@ def extend_positions(weight: Tensor, target_positions: int, padding_idx: int = 1
     return torch.cat([weight[:reserved], new.to(weight.dtype)], dim=0)
 
 
+def shape_of(spec: Sequence[str], dims: Mapping[str, int]) -> Tuple[int, ...]:
+    """A symbolic shape such as ("V", "C") in numbers."""
+    return tuple(int(dims[d]) for d in spec)
+
+
 def check_shapes(tensors: Mapping[str, Tensor], expected: Mapping[str, Tuple[int, ...]], what: str) -> None:
     wrong = [f"{k}: {tuple(tensors[k].shape)} (expected {shape})" for k, shape in expected.items()
              if tuple(tensors[k].shape) != shape]

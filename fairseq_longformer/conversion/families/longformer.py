@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from ...models.global_projections import add_missing_global_projections
 from ..rules import QKV, UNCHECKED, check_shapes, extend_positions, is_exact_gelu, renamed, rule_problems, \
-    stack_problems, table_keys, window_problems
+    shape_of, stack_problems, table_keys, window_problems
 
 logger = logging.getLogger(__name__)
 HEAD_MODULES = {"classification": "classification_heads", "span": "span_heads"}  # kind -> ModuleDict
@@ -236,7 +236,7 @@ class ExportLayout:
         if self.head is None:  # HF's alias of lm_head.bias: written so every HF version finds it
             out[HF_DECODER_BIAS] = out["lm_head.bias"].clone()
         dims = {"V": self.vocab, "C": self.hidden, "F": self.ffn, "P": self.position_rows, "L": self.outputs}
-        check_shapes(out, {**{hf: tuple(dims[d] for d in spec) for hf, spec in mapping.values()},
+        check_shapes(out, {**{hf: shape_of(spec, dims) for hf, spec in mapping.values()},
                            HF_TOKEN_TYPE.format(base="longformer"): (1, self.hidden),
                            **({HF_DECODER_BIAS: (self.vocab,)} if self.head is None else {})}, "exported tensors")
         return out
