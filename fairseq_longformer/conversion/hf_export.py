@@ -81,6 +81,11 @@ def export_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFiles]
                          layout.position_rows - layout.padding_idx - 1, layout.warnings)
 
 
+def _check_before_reading(out_dir, overwrite: bool, tokenizer: Optional[TokenizerFiles]) -> None:
+    check_output_dir(out_dir, overwrite)
+    (tokenizer or TokenizerFiles()).kind  # noqa: B018  (validates the tokenizer flags before the slow load)
+
+
 def _find(what: str, flag: str, given, candidates: List[Path]) -> Path:
     candidates = [Path(given)] if given is not None else list(dict.fromkeys(candidates))
     found = next((p for p in candidates if p.is_file()), None)
@@ -137,25 +142,15 @@ def export_led_model(model, dictionary, out_dir, tokenizer: Optional[TokenizerFi
 def export_led(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
                overwrite: bool = False) -> ExportResult:
     """An LED checkpoint (+ its dict.txt) -> a Hugging Face LEDForConditionalGeneration folder."""
-    check_output_dir(out_dir, overwrite)
-    (tokenizer or TokenizerFiles()).kind  # noqa: B018  (validates the tokenizer flags before the slow load)
+    _check_before_reading(out_dir, overwrite, tokenizer)
     return export_led_model(*load_led(checkpoint, dict_path), out_dir, tokenizer, overwrite)
 
 
-def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
-                      overwrite: bool = False, head_name: Optional[str] = None,
-                      label_dict_path=None, encoder_only: bool = False) -> ExportResult:
-    """``longformer-export-hf``: the class chosen by the checkpoint's family (``encoder_only``: no task head)."""
-    check_output_dir(out_dir, overwrite)
-    (tokenizer or TokenizerFiles()).kind  # noqa: B018  (validates the tokenizer flags before the slow load)
-    path = fairseq_checkpoint.checkpoint_file(checkpoint)
-    state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once
-    if str(getattr(state["cfg"].model, "arch", "")).startswith("led"):
-        if head_name is not None or label_dict_path is not None or encoder_only:
-            raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
-        return export_led_model(*load_led(path, dict_path, state), out_dir, tokenizer, overwrite)
-    # a Longformer holding exactly head ``head_name`` (else the only one); the dictionaries: ``dict_path`` /
-    # ``label_dict_path``, else next to the checkpoint, else in its --data
+def load_fairseq_checkpoint(path: Path, dict_path, label_dict_path, head_name: Optional[str], encoder_only: bool,
+                            state: dict):
+    """(model, task, head) of the Longformer checkpoint ``path`` (``state``: it, read already) holding exactly head
+    ``head_name`` (else the only one); the dictionaries: ``dict_path`` / ``label_dict_path``, else next to the
+    checkpoint, else in its --data."""
     import fairseq_longformer  # noqa: F401  (registers the model and task)
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import overwrite_args_by_name
@@ -189,9 +184,26 @@ def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[T
     for attr in HEAD_MODULES.values():  # exactly ``head`` (fairseq's loader re-inits a head of another size)
         getattr(model, attr, nn.ModuleDict()).clear()
     if head is not None:  # a classification head sized by its tensors; a span head's always C -> 2
-        register_head(model, head, *((head_tensors["out_proj.weight"].shape[0], head_tensors["dense.weight"].shape[0])
-                                     if head.kind == "classification" else (2,)))
+        if head.kind == "classification":
+            register_head(model, head, head_tensors["out_proj.weight"].shape[0], head_tensors["dense.weight"].shape[0])
+        else:
+            register_head(model, head, 2)
         head_module(model, head).load_state_dict(head_tensors, strict=True)
+    return model, task, head
+
+
+def export_checkpoint(checkpoint, out_dir, dict_path=None, tokenizer: Optional[TokenizerFiles] = None,
+                      overwrite: bool = False, head_name: Optional[str] = None,
+                      label_dict_path=None, encoder_only: bool = False) -> ExportResult:
+    """``longformer-export-hf``: the class chosen by the checkpoint's family (``encoder_only``: no task head)."""
+    _check_before_reading(out_dir, overwrite, tokenizer)
+    path = fairseq_checkpoint.checkpoint_file(checkpoint)
+    state = fairseq_checkpoint.load_upgraded(path, "Longformer or LED")  # read (and CRC-checked) once
+    if str(getattr(state["cfg"].model, "arch", "")).startswith("led"):
+        if head_name is not None or label_dict_path is not None or encoder_only:
+            raise ValueError("--head-name / --label-dict / --encoder-only: an LED checkpoint has no task heads")
+        return export_led_model(*load_led(path, dict_path, state), out_dir, tokenizer, overwrite)
+    model, task, head = load_fairseq_checkpoint(path, dict_path, label_dict_path, head_name, encoder_only, state)
     own = head is not None and head.kind == "classification" and hasattr(task, "label_dictionary") and getattr(
         task.cfg, HEAD_TASKS["classification"].name_field, None) == head.name  # the head the labels describe
     return export_model(model, task.source_dictionary, out_dir, tokenizer, overwrite,
