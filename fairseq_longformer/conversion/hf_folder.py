@@ -39,16 +39,14 @@ def read_hf_config(hf_dir) -> Dict[str, object]:
     return config
 
 
-def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
-    """Every tensor of the folder (``shapes_only``: its shape only); ValueError if damaged or a shard lies outside."""
-    hf_dir = Path(hf_dir)
+def _weight_files(hf_dir: Path) -> Tuple[str, List[Path]]:
+    """("safetensors" | "torch", the files), an index's shards each checked to lie inside ``hf_dir``."""
     for name, kind in (("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
                        ("pytorch_model.bin.index.json", "torch"), ("pytorch_model.bin", "torch")):
         if not (hf_dir / name).is_file():
             continue
         if not name.endswith(".json"):
-            files = [hf_dir / name]
-            break
+            return kind, [hf_dir / name]
         index = _read_json(hf_dir / name, "Download the folder again.")
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
@@ -60,10 +58,14 @@ def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
             if path.parent != root and root not in path.parents:
                 raise ValueError(f"{str(hf_dir / name)!r} names the shard {shard!r}, which is outside the folder: "
                                  "shards must be files inside the model folder")
-        files = [hf_dir / shard for shard in shards]
-        break
-    else:
-        raise FileNotFoundError(f"{str(hf_dir)!r} has no model.safetensors or pytorch_model.bin")
+        return kind, [hf_dir / shard for shard in shards]
+    raise FileNotFoundError(f"{str(hf_dir)!r} has no model.safetensors or pytorch_model.bin")
+
+
+def read_weights(hf_dir, shapes_only: bool = False) -> Dict[str, object]:
+    """Every tensor of the folder (``shapes_only``: its shape only); ValueError if damaged or a shard lies outside."""
+    hf_dir = Path(hf_dir)
+    kind, files = _weight_files(hf_dir)
     out: Dict[str, object] = {}
     try:
         for path in files:

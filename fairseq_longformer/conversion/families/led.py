@@ -97,9 +97,10 @@ class LEDLayout:
                    **{name: float(config.get(name, default)) for name, default in DROPOUTS.items()})
 
     def model_dims(self) -> Dict[str, int]:  # as fairseq's flags name them
-        return {f"{stack}_{flag}": getattr(self, name.format(stack)) for stack in ("encoder", "decoder") for flag, name
-                in (("layers", "{}_layers"), ("embed_dim", "width"), ("ffn_embed_dim", "{}_ffn"),
-                    ("attention_heads", "{}_heads"))}
+        return {"encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers,
+                "encoder_embed_dim": self.width, "decoder_embed_dim": self.width,
+                "encoder_ffn_embed_dim": self.encoder_ffn, "decoder_ffn_embed_dim": self.decoder_ffn,
+                "encoder_attention_heads": self.encoder_heads, "decoder_attention_heads": self.decoder_heads}
 
     def arch(self) -> str:  # the sizes are given explicitly anyway
         return "led_large" if (self.width, self.encoder_layers) == (1024, 12) else "led_base"
