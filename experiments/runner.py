@@ -145,21 +145,25 @@ def compare(better: Dict, worse: Dict, seeds: int, lower_is_better: bool) -> Dic
 
 
 def ordering_verdict(checks: Dict[str, Dict], claim: str) -> str:
-    """One sentence on checks from ``compare``: whether the paper's ``claim`` holds here, and
-    whether the gaps stand out from the seed spread."""
-    failed = [name for name, c in checks.items() if not c["holds"]]
-    if failed:
-        head = "The paper's ordering does NOT hold at this scale: not " + ", not ".join(failed)
+    """One sentence on checks from ``compare``. The paper's ``claim`` holds here when every gap has
+    the paper's sign beyond the seed spread; it does NOT hold when a gap has the other sign beyond
+    it; otherwise it is undetermined: a gap inside the seed spread, of either sign, is one that
+    seed noise could flip, so it neither confirms nor contradicts the paper."""
+    one_seed = any(c["resolved"] is None for c in checks.values())
+    against = [name for name, c in checks.items() if c["resolved"] and not c["holds"]]
+    unresolved = [name for name, c in checks.items() if not c["resolved"]]
+    if not one_seed and not against and not unresolved:
+        return f"The paper's ordering holds at this scale ({claim}); every gap exceeds the seed spread."
+    on_means = ", ".join(f"{name} ({'with' if checks[name]['holds'] else 'against'} the paper on the means)"
+                         for name in unresolved)
+    if one_seed:
+        return ("The paper's ordering is undetermined at this scale: one seed only, so no spread to tell the "
+                f"gaps from seed noise: {on_means}.")
+    if against:
+        head = "The paper's ordering does NOT hold at this scale: not " + ", not ".join(against) + " (beyond the seed spread)"
     else:
-        head = f"The paper's ordering holds at this scale ({claim})"
-    unresolved = [name for name, c in checks.items() if c["resolved"] is False]
-    if any(c["resolved"] is None for c in checks.values()):
-        tail = "; one seed only, so no spread to tell the gaps from seed noise"
-    elif unresolved:
-        tail = "; within the seed spread (not resolved): " + ", ".join(unresolved)
-    else:
-        tail = "; every gap exceeds the seed spread"
-    return head + tail + "."
+        head = "The paper's ordering is undetermined at this scale"
+    return head + (f"; within the seed spread (undetermined): {on_means}" if unresolved else "") + "."
 
 
 # ----------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@
 # Total about 1,480 s (25 minutes) of measuring, plus up to a minute before each later stage for
 # the load average to fall back to 1 after the one before (each command waits for it), plus the
 # page check: about 19 minutes. Each stage line prints its elapsed seconds and the load average.
-# Not re-measured (each run takes 30-60 minutes; their pages say so at their top):
+# Not re-measured (each run takes 10-25 minutes alone; each page names its command and its commit):
 # charlm_step_cpu_16384_ckpt, charlm_step_cpu_relative_ckpt, charlm_ablation_relative.
 # Left out: the coreference step (python -m longformer_experiments.coref_small.step_time): even at
 # 256 subwords a bf16 step of longformer_base with Joshi et al.'s head took 112-232 s beside other

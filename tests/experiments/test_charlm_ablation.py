@@ -54,16 +54,28 @@ def test_ordering_and_verdict_on_known_numbers():
     assert all(c["holds"] and c["resolved"] for c in checks.values())
     assert checks["increasing < fixed"]["gap"] == pytest.approx(0.02)
     assert ablation.verdict(checks).startswith("The paper's ordering holds")
-    # increasing worse than fixed, and every gap inside the seed spread
+    # increasing worse than fixed on the means, every gap inside the seed spread: undetermined, not "does not hold"
     swapped = _table({"decreasing": 1.24, "fixed": 1.21, "increasing": 1.23, "dilated": 1.22}, spread=0.05)
     checks = ablation.ordering(swapped, seeds=2)
     assert not checks["increasing < fixed"]["holds"] and checks["fixed < decreasing"]["holds"]
     text = ablation.verdict(checks)
-    assert "does NOT hold" in text and "not increasing < fixed" in text and "within the seed spread" in text
+    assert text.startswith("The paper's ordering is undetermined") and "does NOT hold" not in text
+    assert "increasing < fixed (against the paper on the means)" in text
+    assert "fixed < decreasing (with the paper on the means)" in text
+    # the same gaps beyond the seed spread: increasing < fixed does not hold, the others hold
+    checks = ablation.ordering({**swapped, **_table({k: v["mean"] for k, v in swapped.items()}, spread=0.001)}, seeds=2)
+    text = ablation.verdict(checks)
+    assert text == "The paper's ordering does NOT hold at this scale: not increasing < fixed (beyond the seed spread)."
+    # one gap against the paper beyond the spread, one inside it
+    mixed = _table({"decreasing": 1.24, "fixed": 1.21, "increasing": 1.23, "dilated": 1.22}, spread=0.001)
+    mixed["dilated"] = _table({"dilated": 1.225}, spread=0.01)["dilated"]
+    text = ablation.verdict(ablation.ordering(mixed, seeds=2))
+    assert text.startswith("The paper's ordering does NOT hold at this scale: not increasing < fixed")
+    assert text.endswith("within the seed spread (undetermined): dilated < increasing (with the paper on the means).")
     # one seed: no spread, so nothing is called resolved or unresolved
     checks = ablation.ordering(_table({"decreasing": 3, "fixed": 2, "increasing": 1, "dilated": 0}, 0), seeds=1)
     assert {c["resolved"] for c in checks.values()} == {None}
-    assert "one seed only" in ablation.verdict(checks)
+    assert "undetermined" in ablation.verdict(checks) and "one seed only" in ablation.verdict(checks)
 
 
 def test_tiny_recipe_prints_a_finite_table(tmp_path):
