@@ -160,7 +160,8 @@ def ordering_verdict(checks: Dict[str, Dict], claim: str) -> str:
         return ("The paper's ordering is undetermined at this scale: one seed only, so no spread to tell the "
                 f"gaps from seed noise: {on_means}.")
     if against:
-        head = "The paper's ordering does NOT hold at this scale: not " + ", not ".join(against) + " (beyond the seed spread)"
+        head = ("The paper's ordering does NOT hold at this scale: not " + ", not ".join(against)
+                + " (beyond the seed spread)")
     else:
         head = "The paper's ordering is undetermined at this scale"
     return head + (f"; within the seed spread (undetermined): {on_means}" if unresolved else "") + "."
